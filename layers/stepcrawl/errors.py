@@ -1,0 +1,125 @@
+"""The one error hierarchy of stepcrawl, split by what the caller does next.
+
+::
+
+    StepcrawlError
+    ├── ConfigError ............ the user's input is wrong: nothing runs, tell them what to fix
+    │   ├── InvalidPipelineError ... a pipeline file or model fails validation (every issue)
+    │   ├── ScheduleExpressionError  an EventBridge cron/rate expression is malformed
+    │   └── SubstitutionError ...... a compiled definition still has unfilled ${Placeholders}
+    ├── RetryableError ......... transient: try the same work again later, with backoff
+    ├── FatalError ............. permanent for this unit of work: record it, never retry
+    └── IgnorableError ......... nothing to do (e.g. a duplicate delivery already handled)
+
+Workers catch the three lower branches and act on the class alone; a ``ConfigError`` reaches
+the person at the keyboard (CLI exit code 2) with every :class:`Issue` found.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = [
+    "ConfigError",
+    "FatalError",
+    "IgnorableError",
+    "InvalidPipelineError",
+    "Issue",
+    "RetryableError",
+    "ScheduleExpressionError",
+    "StepcrawlError",
+    "SubstitutionError",
+]
+
+Loc = tuple[str | int, ...]
+
+
+@dataclass(frozen=True)
+class Issue:
+    """One problem in user input: where (field path, file position), what, and how to fix it."""
+
+    loc: Loc
+    message: str
+    hint: str | None = None
+    line: int | None = None
+    column: int | None = None
+    extra: dict[str, str] = field(default_factory=dict, compare=False)
+
+    def render(self, source: str | None = None) -> str:
+        """``file:line:col: path: message`` then an indented hint, like a compiler does."""
+        where = source or "<pipeline>"
+        if self.line is not None:
+            where += f":{self.line}"
+            if self.column is not None:
+                where += f":{self.column}"
+        path = format_loc(self.loc)
+        text = f"{where}: {path}: {self.message}" if path else f"{where}: {self.message}"
+        if self.hint:
+            text += f"\n    hint: {self.hint}"
+        return text
+
+
+def format_loc(loc: Loc) -> str:
+    """``('tasks', 2, 'fields', 'price')`` -> ``tasks[2].fields.price``."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+class StepcrawlError(Exception):
+    """Base of every error stepcrawl raises on purpose."""
+
+
+class ConfigError(StepcrawlError):
+    """User input is wrong; fix the input and try again. Nothing was changed."""
+
+
+class InvalidPipelineError(ConfigError):
+    """A pipeline failed validation; carries every issue found, not only the first."""
+
+    def __init__(self, issues: list[Issue], source: str | Path | None = None) -> None:
+        self.issues = sorted(issues, key=lambda i: (i.line or 0, i.column or 0, str(i.loc)))
+        self.source = str(source) if source is not None else None
+        super().__init__(self.render())
+
+    def render(self) -> str:
+        count = len(self.issues)
+        head = f"{self.source or 'pipeline'}: {count} problem{'s' if count != 1 else ''} found"
+        return "\n".join([head, *(issue.render(self.source) for issue in self.issues)])
+
+
+class ScheduleExpressionError(ConfigError, ValueError):
+    """An EventBridge schedule expression is malformed; ``field`` names the cron field at fault."""
+
+    def __init__(self, message: str, *, field: str | None = None, hint: str | None = None) -> None:
+        self.field = field
+        self.hint = hint
+        super().__init__(message)
+
+
+class SubstitutionError(ConfigError, KeyError):
+    """A state-machine definition references placeholders that were not supplied."""
+
+    def __init__(self, missing: list[str]) -> None:
+        self.missing = sorted(missing)
+        super().__init__(f"no value for placeholder(s): {', '.join(self.missing)}")
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class RetryableError(StepcrawlError):
+    """Transient failure: the same work may succeed later; retry with backoff."""
+
+
+class FatalError(StepcrawlError):
+    """Permanent failure for one unit of work: record it and do not retry."""
+
+
+class IgnorableError(StepcrawlError):
+    """Nothing to do: the work was already done or no longer matters."""

@@ -1,0 +1,37 @@
+"""Names shared by the library, the CDK app, local mode and tests, so they cannot drift.
+
+Placeholders are ``${Name}`` tokens in a compiled state-machine definition; CDK fills them with
+``DefinitionSubstitutions`` and local mode with :func:`stepcrawl.compiler.substitute`.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+__all__ = [
+    "CONTROL_MESSAGE_VERSION",
+    "PLACEHOLDERS",
+    "PLACEHOLDER_CONTROL_QUEUE_URL",
+    "PLACEHOLDER_TABLE_NAME",
+    "RUN_LOCK_SK",
+    "TASK_FAILED_ERROR",
+    "pipeline_pk",
+]
+
+PLACEHOLDER_CONTROL_QUEUE_URL: Final = "ControlQueueUrl"
+PLACEHOLDER_TABLE_NAME: Final = "TableName"
+PLACEHOLDERS: Final = (PLACEHOLDER_CONTROL_QUEUE_URL, PLACEHOLDER_TABLE_NAME)
+
+#: Schema version of the message a task state sends to the control queue.
+CONTROL_MESSAGE_VERSION: Final = 1
+
+#: Sort key of the pipeline-run lock item (partition key: :func:`pipeline_pk`).
+RUN_LOCK_SK: Final = "RUNLOCK"
+
+#: Error name a run fails with when one of its tasks failed (the cause names the task).
+TASK_FAILED_ERROR: Final = "Stepcrawl.TaskFailed"
+
+
+def pipeline_pk(pipeline: str) -> str:
+    """Partition key of items that belong to a pipeline as a whole (typed key prefix)."""
+    return f"PIPELINE#{pipeline}"

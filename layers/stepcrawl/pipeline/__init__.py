@@ -1,0 +1,56 @@
+"""Pipeline schema, files and task graph: what a user writes and how it is checked."""
+
+from __future__ import annotations
+
+from stepcrawl.pipeline.graph import Dag, TaskNode, check_graph
+from stepcrawl.pipeline.loading import discover, load_pipeline, pipeline_from_data
+from stepcrawl.pipeline.models import (
+    CrawlTask,
+    Defaults,
+    DynamoDBTarget,
+    ExtractRule,
+    FieldRule,
+    FollowRule,
+    Limits,
+    LoadTask,
+    MergeSpec,
+    Pipeline,
+    Politeness,
+    RetryPolicy,
+    S3Target,
+    Schedule,
+    Task,
+    TaskSettings,
+    TransformTask,
+    ValidateTask,
+)
+from stepcrawl.pipeline.transforms import Condition, TransformOp
+
+__all__ = [
+    "Condition",
+    "CrawlTask",
+    "Dag",
+    "Defaults",
+    "DynamoDBTarget",
+    "ExtractRule",
+    "FieldRule",
+    "FollowRule",
+    "Limits",
+    "LoadTask",
+    "MergeSpec",
+    "Pipeline",
+    "Politeness",
+    "RetryPolicy",
+    "S3Target",
+    "Schedule",
+    "Task",
+    "TaskNode",
+    "TaskSettings",
+    "TransformOp",
+    "TransformTask",
+    "ValidateTask",
+    "check_graph",
+    "discover",
+    "load_pipeline",
+    "pipeline_from_data",
+]

@@ -1,0 +1,507 @@
+"""The pipeline schema: pydantic models that are both the file format and the Python DSL.
+
+A YAML file and a tree of these models are two spellings of the same pipeline; every check
+(field types, CSS, regexes, cron, the task graph) runs in both.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+from functools import lru_cache
+from typing import Annotated, Any, Literal, Self, TypeVar
+from zoneinfo import ZoneInfo, available_timezones
+
+from jsonschema import Draft202012Validator, SchemaError
+from pydantic import (
+    BaseModel,
+    ByteSize,
+    ConfigDict,
+    Field,
+    JsonValue,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from stepcrawl.errors import Issue, ScheduleExpressionError
+from stepcrawl.pipeline.graph import Dag, InvalidGraphError, TaskNode, check_graph
+from stepcrawl.pipeline.schedule_expr import parse_schedule
+from stepcrawl.pipeline.transforms import TransformOp
+from stepcrawl.pipeline.types import (
+    CssSelector,
+    Domain,
+    Duration,
+    HttpUrl,
+    Identifier,
+    PipelineName,
+    Regex,
+    config_error,
+)
+
+__all__ = [
+    "CrawlTask",
+    "Defaults",
+    "DynamoDBTarget",
+    "ExtractRule",
+    "FieldRule",
+    "FollowRule",
+    "Limits",
+    "LoadTask",
+    "MergeSpec",
+    "Pipeline",
+    "Politeness",
+    "RetryPolicy",
+    "S3Target",
+    "Schedule",
+    "Task",
+    "TaskSettings",
+    "TransformTask",
+    "ValidateTask",
+]
+
+_M = TypeVar("_M", bound=BaseModel)
+
+DEFAULT_USER_AGENT = "stepcrawl/0.1 (+https://github.com/stepcrawl/stepcrawl)"
+
+
+class Strict(BaseModel):
+    """Base of every schema model: unknown keys are errors (they are almost always typos)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+
+
+# ---------------------------------------------------------------- settings inherited from defaults
+
+
+class RetryPolicy(Strict):
+    """How often and how patiently failed work is retried (by the workers, never by ASL)."""
+
+    max_attempts: int = Field(3, ge=1, le=20, description="Tries per URL or stage, first included.")
+    base_delay: Duration = Field(1.0, description="First backoff delay; doubles per attempt.")
+    max_delay: Duration = Field(300.0, le=43200, description="Cap of one backoff delay.")
+
+    @model_validator(mode="after")
+    def _delays_ordered(self) -> Self:
+        # A task's retry sets only the keys it overrides: the other one may come from the
+        # defaults, so the pipeline checks the effective pair (Pipeline._settings_issues).
+        if {"base_delay", "max_delay"} <= self.model_fields_set:
+            _check_delays(self)
+        return self
+
+
+def _check_delays(policy: RetryPolicy) -> None:
+    if policy.base_delay > policy.max_delay:
+        raise config_error(
+            "delays",
+            f"base_delay ({policy.base_delay:g}s) must not exceed max_delay "
+            f"({policy.max_delay:g}s)",
+            "lower base_delay or raise max_delay",
+        )
+
+
+class Politeness(Strict):
+    """How gently a crawl treats each site."""
+
+    delay: Duration = Field(1.0, le=3600, description="Minimum gap between requests to one host.")
+    obey_robots: bool = Field(True, description="Fetch and honour robots.txt and its Crawl-delay.")
+    user_agent: str = Field(DEFAULT_USER_AGENT, min_length=1, max_length=512)
+    per_host_concurrency: int = Field(2, ge=1, le=64, description="Requests in flight per host.")
+
+
+class Limits(Strict):
+    """Hard bounds of a crawl; enforced exactly even with many concurrent workers."""
+
+    max_depth: int = Field(3, ge=0, le=100, description="Link hops from a seed (seeds are 0).")
+    max_pages: int = Field(1000, ge=1, le=100_000_000, description="Pages fetched per run.")
+    max_bytes_per_page: ByteSize = Field(
+        ByteSize(5_000_000), ge=1024, le=200_000_000, description="Body cap, e.g. 5MB."
+    )
+    max_error_ratio: float = Field(
+        0.1, ge=0, le=1, description="The task fails if more than this share of pages failed."
+    )
+
+
+class Defaults(Strict):
+    """Settings every task inherits; a task overrides only the keys it sets."""
+
+    retry: RetryPolicy = RetryPolicy()
+    politeness: Politeness = Politeness()
+    limits: Limits = Limits()
+    timeout: Duration = Field(6 * 3600, ge=1, le=365 * 86400, description="Per task.")
+    heartbeat: Duration = Field(
+        600, ge=1, description="A task with no sign of life for this long fails (States.Timeout)."
+    )
+
+
+class TaskSettings(BaseModel):
+    """A task's effective settings: its own keys layered over the pipeline defaults."""
+
+    model_config = ConfigDict(frozen=True)
+
+    retry: RetryPolicy
+    politeness: Politeness
+    limits: Limits
+    timeout: float
+    heartbeat: float
+
+
+# ------------------------------------------------------------------------------- crawl rules
+
+
+class FollowRule(Strict):
+    """Which links of a page to follow."""
+
+    selector: CssSelector = Field("a[href]", description="Elements that carry links.")
+    attr: str = Field("href", min_length=1, description="Attribute holding the URL.")
+    allow: list[Regex] = Field(default_factory=list, description="Follow only URLs matching one.")
+    deny: list[Regex] = Field(default_factory=list, description="Never follow URLs matching one.")
+
+
+class FieldRule(Strict):
+    """How to get one field of an item out of the page (or out of the item's container)."""
+
+    selector: CssSelector | None = Field(None, description="Relative to the container; none = it.")
+    get: Literal["text", "attr", "html"] = "text"
+    attr: str | None = Field(None, description="Attribute name, required when get is attr.")
+    multiple: bool = Field(False, description="Collect every match into a list.")
+    required: bool = Field(False, description="Drop the item (and count it) if this is missing.")
+    type: Literal["string", "int", "float", "bool", "date", "datetime"] = "string"
+    regex: Regex | None = Field(
+        None, description="Keep the named group 'value', else group 1, else the whole match."
+    )
+    default: JsonValue = Field(None, description="Value when nothing matched.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _selector_shorthand(cls, data: Any) -> Any:
+        # `title: "h1"` is the common case; spelling it out every time is noise.
+        return {"selector": data} if isinstance(data, str) else data
+
+    @model_validator(mode="after")
+    def _attr_when_needed(self) -> Self:
+        if self.get == "attr" and not self.attr:
+            raise config_error(
+                "attr", "get: attr needs the attribute's name", "add attr: NAME (e.g. attr: href)"
+            )
+        if self.get != "attr" and self.attr:
+            raise config_error(
+                "attr",
+                f"attr is only used with get: attr (this field has get: {self.get})",
+                "add get: attr or remove attr",
+            )
+        if self.required and self.default is not None:
+            raise config_error(
+                "default",
+                "a required field cannot have a default",
+                "keep one of the two: required drops items without it, default fills it in",
+            )
+        return self
+
+
+class ExtractRule(Strict):
+    """Turns matching pages into items: one per container match, or one per page."""
+
+    name: Identifier = Field("item", description="Item kind, stored as _kind.")
+    match: Regex | None = Field(None, description="Apply only to page URLs matching this.")
+    container: CssSelector | None = Field(None, description="One item per match; none = page.")
+    fields: dict[str, FieldRule] = Field(..., min_length=1)
+
+    @field_validator("fields")
+    @classmethod
+    def _field_names(cls, value: dict[str, FieldRule]) -> dict[str, FieldRule]:
+        for name in value:
+            if not name or name.startswith("_"):
+                raise config_error(
+                    "field_name",
+                    f"field name {name!r} is reserved or empty",
+                    "rename it: names starting with _ are stepcrawl's own "
+                    "(_url, _task, _fetched_at)",
+                )
+        return value
+
+
+# ------------------------------------------------------------------------------------ tasks
+
+
+class TaskBase(Strict):
+    """Keys every task has."""
+
+    id: Identifier
+    description: str = ""
+    depends_on: list[Identifier] = Field(
+        default_factory=list, description="Tasks that must succeed before this one starts."
+    )
+    priority: int = Field(
+        100, ge=0, le=10_000, description="Lower runs first among tasks ready together."
+    )
+    inputs: list[Identifier] | None = Field(
+        None, description="Upstream tasks whose items this consumes; default: depends_on."
+    )
+    timeout: Duration | None = Field(None, ge=1, le=365 * 86400)
+    heartbeat: Duration | None = Field(None, ge=1)
+    retry: RetryPolicy | None = None
+
+    @property
+    def consumes(self) -> list[str]:
+        """Upstream task ids whose items this task reads."""
+        return list(self.depends_on if self.inputs is None else self.inputs)
+
+    def graph_node(self) -> TaskNode:
+        kind = str(getattr(self, "type", ""))
+        return TaskNode(self.id, self.priority, tuple(self.depends_on), tuple(self.consumes), kind)
+
+
+class CrawlTask(TaskBase):
+    """Fetch pages from seeds, follow links, extract items."""
+
+    type: Literal["crawl"] = "crawl"
+    seeds: list[HttpUrl] = Field(default_factory=list, description="Start URLs.")
+    seed_field: str | None = Field(
+        None, description="Also seed from this field of the items of `inputs` (URLs)."
+    )
+    allowed_domains: list[Domain] = Field(
+        default_factory=list, description="Hosts to stay on; default: the seeds' hosts."
+    )
+    follow: list[FollowRule] = Field(default_factory=list)
+    extract: list[ExtractRule] = Field(default_factory=list)
+    limits: Limits | None = None
+    politeness: Politeness | None = None
+
+    @property
+    def consumes(self) -> list[str]:
+        # A crawl only reads upstream items when it is seeded from them.
+        if self.seed_field is None:
+            return list(self.inputs or [])
+        return super().consumes
+
+    @model_validator(mode="after")
+    def _has_seeds(self) -> Self:
+        if not self.seeds and self.seed_field is None:
+            raise config_error(
+                "seeds",
+                f"crawl task {self.id!r} has nothing to start from",
+                "add seeds: [URL, ...], or seed_field: FIELD to seed from the items of inputs",
+            )
+        if self.inputs and self.seed_field is None:
+            raise config_error(
+                "inputs",
+                f"crawl task {self.id!r} has inputs but no seed_field",
+                "a crawl reads its inputs only for seed URLs: set seed_field: FIELD",
+            )
+        if self.seed_field is not None and not self.consumes:
+            raise config_error(
+                "seed_field",
+                f"crawl task {self.id!r} has seed_field but nothing to read it from",
+                "set depends_on (or inputs) to the tasks whose items carry the URLs",
+            )
+        return self
+
+
+class MergeSpec(Strict):
+    """How items of several inputs become one stream."""
+
+    mode: Literal["union", "join"] = Field(
+        "union", description="union: all items in turn; join: items sharing `key` merged."
+    )
+    key: list[str] = Field(default_factory=list, description="Join key fields (mode join).")
+
+    @model_validator(mode="after")
+    def _key_for_join(self) -> Self:
+        if self.mode == "join" and not self.key:
+            raise config_error(
+                "key", "merge mode join needs the fields to join on", "add key: [FIELD, ...]"
+            )
+        return self
+
+
+class TransformTask(TaskBase):
+    """Rewrite items with a list of declared operations, applied in order."""
+
+    type: Literal["transform"] = "transform"
+    merge: MergeSpec = MergeSpec()
+    operations: list[TransformOp] = Field(..., min_length=1)
+
+
+class ValidateTask(TaskBase):
+    """Check items against a JSON Schema; invalid items are quarantined with the reasons."""
+
+    type: Literal["validate"] = "validate"
+    json_schema: dict[str, JsonValue] = Field(..., alias="schema")
+    max_invalid_ratio: float = Field(
+        0.0, ge=0, le=1, description="The task fails if more than this share is invalid."
+    )
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    @field_validator("json_schema")
+    @classmethod
+    def _schema_valid(cls, value: dict[str, JsonValue]) -> dict[str, JsonValue]:
+        try:
+            Draft202012Validator.check_schema(value)
+        except SchemaError as exc:
+            path = "/".join(str(p) for p in exc.absolute_path) or "(root)"
+            raise config_error(
+                "json_schema",
+                f"not a valid JSON Schema (draft 2020-12) at {path}: {exc.message}",
+                "see https://json-schema.org/understanding-json-schema/ for the keywords",
+            ) from None
+        return value
+
+
+class S3Target(Strict):
+    """Write items as objects under the stack's bucket (or another one)."""
+
+    kind: Literal["s3"] = "s3"
+    format: Literal["jsonl", "csv", "parquet"] = "jsonl"
+    bucket: str | None = Field(None, description="Default: the stepcrawl bucket.")
+    prefix: str = Field("exports/{pipeline}/{run}/{task}/", description="Object key prefix.")
+
+
+class DynamoDBTarget(Strict):
+    """Upsert items into a DynamoDB table; the key fields make re-runs idempotent."""
+
+    kind: Literal["dynamodb"] = "dynamodb"
+    table: str = Field(..., pattern=r"^[a-zA-Z0-9_.-]{3,255}$")
+    key: list[str] = Field(..., min_length=1, max_length=2)
+
+
+class LoadTask(TaskBase):
+    """Deliver items to their destination."""
+
+    type: Literal["load"] = "load"
+    target: Annotated[S3Target | DynamoDBTarget, Field(discriminator="kind")]
+
+
+Task = Annotated[CrawlTask | TransformTask | ValidateTask | LoadTask, Field(discriminator="type")]
+
+
+# -------------------------------------------------------------------------------- pipeline
+
+
+class Schedule(Strict):
+    """When EventBridge starts a run, and what happens if the previous one is still going."""
+
+    cron: str = Field(..., description="EventBridge cron(...) or rate(...) expression.")
+    timezone: str = Field("UTC", description="IANA time zone the cron is read in.")
+    overlap: Literal["forbid", "replace", "allow"] = Field(
+        "forbid",
+        description="A new run while one is live: forbid skips it, replace stops the old one, "
+        "allow runs both.",
+    )
+    enabled: bool = True
+
+    @field_validator("cron")
+    @classmethod
+    def _cron(cls, value: str) -> str:
+        try:
+            return parse_schedule(value).expression()
+        except ScheduleExpressionError as exc:
+            raise config_error("cron", str(exc), exc.hint) from None
+
+    @field_validator("timezone")
+    @classmethod
+    def _timezone(cls, value: str) -> str:
+        zones = _time_zones()
+        if value in zones:
+            ZoneInfo(value)
+            return value
+        same = [zone for zone in zones if zone.lower() == value.strip().lower()]
+        close = same or difflib.get_close_matches(value, zones, n=3)
+        hint = f"did you mean {' or '.join(close)}?" if close else "use e.g. Europe/Berlin or UTC"
+        raise config_error("timezone", f"unknown time zone {value!r} (not an IANA name)", hint)
+
+
+@lru_cache(maxsize=1)
+def _time_zones() -> list[str]:
+    return sorted(available_timezones() | {"UTC"})
+
+
+class Pipeline(Strict):
+    """A DAG of crawl and ETL tasks, with an optional schedule."""
+
+    name: PipelineName
+    description: str = ""
+    schedule: Schedule | None = None
+    parallelism: int = Field(
+        8, ge=1, le=256, description="Most tasks of one run executing at the same time."
+    )
+    defaults: Defaults = Defaults()
+    tasks: list[Task] = Field(..., min_length=1)
+
+    model_config = ConfigDict(json_schema_extra={"title": "stepcrawl pipeline"})
+
+    @model_validator(mode="after")
+    def _graph(self) -> Self:
+        issues = check_graph([task.graph_node() for task in self.tasks])
+        issues += self._settings_issues()
+        if issues:
+            # Carries located issues (tasks[i]...) out of validation; see loading.py.
+            raise InvalidGraphError(issues)
+        return self
+
+    def _settings_issues(self) -> list[Issue]:
+        """Problems that only show once a task's settings are layered over the defaults."""
+        delays = {"base_delay", "max_delay"}
+        checks: list[tuple[tuple[str | int, ...], RetryPolicy, str]] = [
+            (("defaults", "retry"), self.defaults.retry, "")
+        ]
+        for i, task in enumerate(self.tasks):
+            own = task.retry
+            if (
+                own is not None
+                and own.model_fields_set & delays
+                and not delays <= own.model_fields_set
+            ):
+                inherited = (delays - own.model_fields_set).pop()
+                checks.append(
+                    (
+                        ("tasks", i, "retry"),
+                        _layered(self.defaults.retry, own),
+                        f" ({inherited} comes from defaults.retry)",
+                    )
+                )
+        issues: list[Issue] = []
+        for loc, policy, origin in checks:
+            try:
+                _check_delays(policy)
+            except PydanticCustomError as exc:
+                ctx = exc.context or {}
+                issues.append(Issue(loc, f"{ctx['problem']}{origin}", str(ctx["hint"])))
+        return issues
+
+    def dag(self) -> Dag:
+        """The task graph (valid: the model checked it)."""
+        return Dag(task.graph_node() for task in self.tasks)
+
+    def task(self, task_id: str) -> CrawlTask | TransformTask | ValidateTask | LoadTask:
+        for task in self.tasks:
+            if task.id == task_id:
+                return task
+        raise KeyError(task_id)
+
+    def settings_for(self, task_id: str) -> TaskSettings:
+        """Effective settings of a task: the keys it set, over the pipeline defaults."""
+        task = self.task(task_id)
+        d = self.defaults
+        crawl = task if isinstance(task, CrawlTask) else None
+        return TaskSettings(
+            retry=_layered(d.retry, task.retry),
+            politeness=_layered(d.politeness, crawl.politeness if crawl else None),
+            limits=_layered(d.limits, crawl.limits if crawl else None),
+            timeout=task.timeout if task.timeout is not None else d.timeout,
+            heartbeat=task.heartbeat if task.heartbeat is not None else d.heartbeat,
+        )
+
+    def version_hash(self) -> str:
+        """Stable 12-hex-digit fingerprint of the pipeline's content (not of its file layout)."""
+        canonical = json.dumps(self.model_dump(mode="json", by_alias=True), sort_keys=True)
+        return hashlib.sha256(canonical.encode()).hexdigest()[:12]
+
+
+def _layered(base: _M, own: _M | None) -> _M:
+    """``base`` with the keys ``own`` set explicitly (a task's override of the defaults)."""
+    if own is None:
+        return base
+    return base.model_copy(update=own.model_dump(exclude_unset=True))
