@@ -205,4 +205,3 @@ def test_stale_lock_of_a_dead_run_is_taken_over(sfn_env: StepFunctionsEnv) -> No
     assert json.loads(desc["output"])["status"] == "SUCCEEDED"
     assert "a" in sfn_env.worker.for_run("heir")
     assert sfn_env.lock_item("stale") is None
-

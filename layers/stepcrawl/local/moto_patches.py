@@ -105,9 +105,13 @@ def apply_moto_patches() -> None:
     cls = aws_sdk.StateTaskServiceAwsSdk
     if getattr(cls, _MARK, False):
         return
-    cls._normalise_parameters = _normalise_parameters
-    cls._normalise_response = _normalise_response
-    Environment.set_stop = _stop_wakes_callbacks(Environment.set_stop)
-    Environment.set_error = _final_once_stopped(Environment.set_error)
-    Environment.set_timed_out = _final_once_stopped(Environment.set_timed_out)
-    setattr(cls, _MARK, True)
+    patches: list[tuple[type, str, Any]] = [
+        (cls, "_normalise_parameters", _normalise_parameters),
+        (cls, "_normalise_response", _normalise_response),
+        (Environment, "set_stop", _stop_wakes_callbacks(Environment.set_stop)),
+        (Environment, "set_error", _final_once_stopped(Environment.set_error)),
+        (Environment, "set_timed_out", _final_once_stopped(Environment.set_timed_out)),
+        (cls, _MARK, True),
+    ]
+    for owner, name, value in patches:
+        setattr(owner, name, value)

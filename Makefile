@@ -1,0 +1,51 @@
+# The one entry point. `make demo` and `make test` each set up everything they need first.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+OUT    ?= out
+
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
+
+.PHONY: help setup demo test lint typecheck pytest schema clean
+
+help:  ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11) and "stepcrawl needs Python 3.11+")'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	rm -f $(VENV)/.installed-*
+	touch $@
+
+setup: $(STAMP)  ## create .venv with stepcrawl and its dev tools
+
+demo: $(STAMP)  ## the main job: validate the example pipelines, compile them to Step Functions
+	$(BIN)/stepcrawl validate pipelines/
+	@mkdir -p $(OUT)
+	@for f in pipelines/*.yaml; do \
+		n=$$(basename $$f .yaml); \
+		$(BIN)/stepcrawl compile $$f --format asl --out $(OUT)/$$n.asl.json || exit 1; \
+		$(BIN)/stepcrawl compile $$f --format mermaid --out $(OUT)/$$n.mmd || exit 1; \
+	done
+	@echo; cat $(OUT)/market-watch.mmd
+
+test: lint typecheck pytest  ## everything CI runs: ruff, mypy --strict, the whole pytest suite
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+pytest: $(STAMP)
+	$(BIN)/pytest -p no:cacheprovider
+
+schema: $(STAMP)  ## regenerate schemas/pipeline.schema.json from the models
+	$(BIN)/stepcrawl schema --out schemas/pipeline.schema.json
+
+clean:  ## remove the virtualenv and generated output
+	rm -rf $(VENV) $(OUT) .pytest_cache .mypy_cache .ruff_cache .hypothesis

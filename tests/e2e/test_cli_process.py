@@ -1,0 +1,47 @@
+"""The installed ``stepcrawl`` console script, run as a user runs it (a real process)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def stepcrawl(*args: str) -> subprocess.CompletedProcess[str]:
+    exe = shutil.which("stepcrawl", path=str(Path(sys.executable).parent))
+    command = [exe] if exe else [sys.executable, "-m", "stepcrawl"]
+    return subprocess.run(
+        [*command, *args], cwd=ROOT, capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+def test_validate_examples_and_compile_every_one(tmp_path: Path) -> None:
+    result = stepcrawl("validate", "pipelines/")
+    assert result.returncode == 0, result.stderr
+    for path in sorted((ROOT / "pipelines").glob("*.yaml")):
+        target = tmp_path / f"{path.stem}.asl.json"
+        compiled = stepcrawl("compile", str(path), "--out", str(target))
+        assert compiled.returncode == 0, compiled.stderr
+        definition = json.loads(target.read_text(encoding="utf-8"))
+        assert definition["States"]["Run"]["Type"] == "Parallel"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("name: x\ntasks: []\n", "tasks: List should have at least 1 item"),
+        ("name: [unclosed\n", "invalid YAML"),
+    ],
+)
+def test_invalid_input_exits_2_with_the_reason(tmp_path: Path, text: str, expected: str) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(text, encoding="utf-8")
+    result = stepcrawl("validate", str(bad))
+    assert result.returncode == 2
+    assert expected in result.stderr
