@@ -333,10 +333,7 @@ def _raw_graph_issues(data: dict[str, Any]) -> list[Issue]:
                 fields.pop(k)
         if not isinstance(fields.get("priority", 0), int):
             fields.pop("priority")
-        cls = _TASK_CLASSES.get(raw.get("type", ""), TransformTask)
-        task: Any = cls.model_construct(**fields)
-        node = task.graph_node()
-        nodes.append(
-            replace(node, kind=raw.get("type", "") if isinstance(raw.get("type"), str) else "")
-        )
+        kind = raw["type"] if isinstance(raw.get("type"), str) else ""
+        task: Any = _TASK_CLASSES.get(kind, TransformTask).model_construct(**fields)
+        nodes.append(replace(task.graph_node(), kind=kind))
     return check_graph(nodes)

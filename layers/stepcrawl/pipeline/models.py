@@ -19,11 +19,13 @@ from pydantic import (
     ByteSize,
     ConfigDict,
     Field,
+    GetJsonSchemaHandler,
     JsonValue,
     field_validator,
     model_validator,
 )
-from pydantic_core import PydanticCustomError
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema, PydanticCustomError
 
 from stepcrawl.errors import Issue, ScheduleExpressionError
 from stepcrawl.pipeline.graph import Dag, InvalidGraphError, TaskNode, check_graph
@@ -178,6 +180,14 @@ class FieldRule(Strict):
     def _selector_shorthand(cls, data: Any) -> Any:
         # `title: "h1"` is the common case; spelling it out every time is noise.
         return {"selector": data} if isinstance(data, str) else data
+
+    @classmethod
+    def __get_pydantic_json_schema__(
+        cls, core_schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        # Editors must accept the shorthand too: a bare string is a selector taken as text.
+        shorthand = {"type": "string", "minLength": 1, "description": "CSS selector, get: text"}
+        return {"anyOf": [shorthand, handler(core_schema)]}
 
     @model_validator(mode="after")
     def _attr_when_needed(self) -> Self:

@@ -89,7 +89,7 @@ def _probe_document() -> LexborHTMLParser:
     return LexborHTMLParser("<html><body><p>probe</p></body></html>")
 
 
-_PSEUDO_ELEMENT = re.compile(r"::([\w-]+)(\(([^)]*)\))?")
+_PSEUDO_ELEMENT = re.compile(r"::([\w-]+)")
 #: jQuery/Scrapy extensions that look like CSS but are not: name -> how to do it instead.
 _NOT_CSS = {
     "contains": "select the element, then keep matching items with a transform "
@@ -133,12 +133,15 @@ def _check_css(value: str) -> str:
         raise config_error(
             "css", "empty CSS selector", "write one such as 'div.item a[href]' or leave it out"
         )
-    pseudo = _PSEUDO_ELEMENT.search(selector)
+    # Look for Scrapy/jQuery syntax outside quoted strings only: a[title='a::b'] is fine.
+    unquoted = re.sub(r"'[^']*'|\"[^\"]*\"", "''", selector)
+    pseudo = _PSEUDO_ELEMENT.search(unquoted)
     if pseudo is not None:
         name = pseudo[1]
         problem = f"{selector!r}: ::{name} is not CSS (Scrapy/parsel syntax)"
         if name == "attr":
-            hint = f"select the element and set get: attr with attr: {pseudo[3] or 'NAME'}"
+            attr = re.search(r"::attr\(\s*['\"]?([\w:-]+)", selector)
+            hint = f"select the element and set get: attr with attr: {attr[1] if attr else 'NAME'}"
         elif name == "text":
             hint = "select the element itself; get: text (the default) takes its text"
         else:
@@ -146,7 +149,7 @@ def _check_css(value: str) -> str:
             hint = "select an element; set get: text, html or attr for what to take from it"
         raise config_error("css", problem, hint)
     for name, instead in _NOT_CSS.items():
-        if re.search(rf":{name}(?![\w-])", selector):
+        if re.search(rf":{name}(?![\w-])", unquoted):
             raise config_error("css", f"{selector!r}: :{name} is not CSS", instead)
     broken = _unbalanced(selector)
     if broken is not None:
