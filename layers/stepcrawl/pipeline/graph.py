@@ -91,11 +91,18 @@ def _check_inputs(
     issues: list[Issue] = []
     upstream = _closure(edges)
     for i, node in enumerate(nodes):
+        listed: set[str] = set()
         for j, name in enumerate(node.inputs):
             loc = ("tasks", i, "inputs", j)
             if name in node.depends_on:
                 continue  # reported (if at all) as a dependency
-            if name not in known:
+            if name in listed:
+                issues.append(Issue(loc, f"{name!r} is listed twice", "list each input once"))
+                continue
+            listed.add(name)
+            if name == node.id:
+                issues.append(Issue(loc, f"task {node.id!r} lists itself as input", "remove it"))
+            elif name not in known:
                 issues.append(Issue(loc, f"unknown task {name!r}", _did_you_mean(name, known)))
             elif name not in upstream.get(node.id, frozenset()):
                 issues.append(
@@ -106,13 +113,12 @@ def _check_inputs(
                     )
                 )
         if node.kind in CONSUMER_TYPES and not node.inputs:
-            issues.append(
-                Issue(
-                    ("tasks", i),
-                    f"{node.kind} task {node.id!r} has no input",
-                    "set depends_on (or inputs) to the tasks whose items it should consume",
-                )
+            hint = (
+                "inputs: [] consumes nothing; remove it to consume depends_on, or list tasks"
+                if node.depends_on
+                else "set depends_on (or inputs) to the tasks whose items it should consume"
             )
+            issues.append(Issue(("tasks", i), f"{node.kind} task {node.id!r} has no input", hint))
     return issues
 
 
