@@ -10,6 +10,20 @@ from typing import Final
 
 __all__ = [
     "CONTROL_MESSAGE_VERSION",
+    "ENV_BUCKET",
+    "ENV_FETCH_CONCURRENCY",
+    "ENV_FETCH_QUEUE_URL",
+    "ENV_PARSE_QUEUE_URL",
+    "ENV_PIPELINES_DIR",
+    "ENV_SHARDS",
+    "ENV_TABLE",
+    "ENV_WINDOW",
+    "METRICS_NAMESPACE",
+    "METRIC_BUNDLES",
+    "METRIC_ITEMS",
+    "METRIC_PAGES_FAILED",
+    "METRIC_PAGES_FETCHED",
+    "METRIC_PAGES_RECORDED",
     "PLACEHOLDERS",
     "PLACEHOLDER_CONTROL_QUEUE_URL",
     "PLACEHOLDER_TABLE_NAME",
@@ -35,3 +49,22 @@ TASK_FAILED_ERROR: Final = "Stepcrawl.TaskFailed"
 def pipeline_pk(pipeline: str) -> str:
     """Partition key of items that belong to a pipeline as a whole (typed key prefix)."""
     return f"PIPELINE#{pipeline}"
+
+
+# Environment of the Lambda functions (set by the CDK stack and by local mode).
+ENV_TABLE: Final = "STEPCRAWL_TABLE"
+ENV_BUCKET: Final = "STEPCRAWL_BUCKET"
+ENV_FETCH_QUEUE_URL: Final = "STEPCRAWL_FETCH_QUEUE_URL"
+ENV_PARSE_QUEUE_URL: Final = "STEPCRAWL_PARSE_QUEUE_URL"
+ENV_PIPELINES_DIR: Final = "STEPCRAWL_PIPELINES_DIR"
+ENV_SHARDS: Final = "STEPCRAWL_SHARDS"
+ENV_WINDOW: Final = "STEPCRAWL_WINDOW"
+ENV_FETCH_CONCURRENCY: Final = "STEPCRAWL_FETCH_CONCURRENCY"
+
+# CloudWatch metrics (EMF through Powertools); the stack's alarms use the same names.
+METRICS_NAMESPACE: Final = "stepcrawl"
+METRIC_PAGES_FETCHED: Final = "PagesFetched"
+METRIC_PAGES_FAILED: Final = "PagesFailed"
+METRIC_PAGES_RECORDED: Final = "PagesRecorded"
+METRIC_ITEMS: Final = "Items"
+METRIC_BUNDLES: Final = "ParseBundles"

@@ -459,7 +459,7 @@ CASES = {
         "tasks[0].zzz",
         6,
         "unknown key 'zzz'",
-        "allowed keys: allowed_domains, depends_on, description, extract, follow",
+        "allowed keys: allow_private_network, allowed_domains, depends_on, description, extract",
     ),
     "unknown key in a field rule": Case(
         HEAD
@@ -1023,9 +1023,18 @@ def test_discover_directory_finds_pipeline_files_sorted(tmp_path: Path) -> None:
 def test_discover_keeps_explicit_files_and_order(tmp_path: Path) -> None:
     explicit = tmp_path / "explicit.txt"
     found = discover([str(explicit), PIPELINES])
-    assert found == [explicit, PIPELINES / "books.yaml", PIPELINES / "market-watch.yaml"]
+    assert found == [
+        explicit,
+        PIPELINES / "books.yaml",
+        PIPELINES / "demo-shop.yaml",
+        PIPELINES / "market-watch.yaml",
+    ]
     assert discover([]) == []
 
 
 def test_discovered_examples_all_load() -> None:
-    assert [load_pipeline(p).name for p in discover([PIPELINES])] == ["books", "market-watch"]
+    assert [load_pipeline(p).name for p in discover([PIPELINES])] == [
+        "books",
+        "demo-shop",
+        "market-watch",
+    ]

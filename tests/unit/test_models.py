@@ -93,7 +93,6 @@ def books_dsl() -> Pipeline:
                     ExtractRule(
                         name="book",
                         match=book,
-                        container="article.product_page",
                         fields={
                             "title": FieldRule(selector="h1", required=True),
                             "price": FieldRule(

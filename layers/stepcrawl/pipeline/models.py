@@ -278,6 +278,11 @@ class CrawlTask(TaskBase):
     extract: list[ExtractRule] = Field(default_factory=list)
     limits: Limits | None = None
     politeness: Politeness | None = None
+    allow_private_network: bool = Field(
+        False,
+        description="Allow private, loopback and link-local addresses (local sites, tests). "
+        "Off by default: a crawler must not be steered into the network it runs in.",
+    )
 
     @property
     def consumes(self) -> list[str]:

@@ -1,0 +1,31 @@
+"""Control queue -> start a pipeline task (crawl: seed the frontier; ETL: run the stage)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools import Logger, Tracer
+from aws_lambda_powertools.utilities.batch import (
+    BatchProcessor,
+    EventType,
+    process_partial_response,
+)
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from stepcrawl.crawl.lambdas import dispatch_record
+from stepcrawl.runtime import services_from_env
+
+logger = Logger(service="dispatch")
+tracer = Tracer(service="dispatch")
+processor = BatchProcessor(event_type=EventType.SQS)
+
+
+def record_handler(record: SQSRecord) -> None:
+    dispatch_record(services_from_env(), record.body)
+
+
+@tracer.capture_lambda_handler
+@logger.inject_lambda_context
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    return process_partial_response(event, record_handler, processor, context)

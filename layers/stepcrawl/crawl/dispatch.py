@@ -1,0 +1,73 @@
+"""The dispatch stage: a task token arrives from the state machine; start the task.
+
+A crawl task claims its seeds, creates its task record (counting the seeds) and feeds the
+frontier; the task token is answered later, by the commit that records its last URL. The same
+control message delivered twice finds the record and only makes sure the seeds are queued.
+ETL tasks run their stage here and answer the token at once.
+"""
+
+from __future__ import annotations
+
+from stepcrawl.crawl.accounting import RUNNING, create_task_record, maybe_finish
+from stepcrawl.crawl.context import CrawlServices
+from stepcrawl.crawl.frontier import claim, enqueue, sweep
+from stepcrawl.crawl.keys import task_key, url_key
+from stepcrawl.crawl.messages import ControlMessage, UrlRef
+from stepcrawl.extract.urls import canonical_url
+from stepcrawl.pipeline import CrawlTask, Pipeline
+
+__all__ = ["SEED_OWNER", "handle_control", "start_crawl"]
+
+SEED_OWNER = "seed"
+
+
+def handle_control(services: CrawlServices, message: ControlMessage) -> None:
+    """Start the task a control message names."""
+    pipeline = services.registry.get(message.pipeline, message.pipeline_version)
+    task = pipeline.task(message.task_id)
+    if isinstance(task, CrawlTask):
+        start_crawl(services, pipeline, task, message)
+    else:
+        from stepcrawl.crawl.stages import run_stage  # noqa: PLC0415 - ETL only when needed
+
+        run_stage(services, pipeline, task, message)
+
+
+def start_crawl(
+    services: CrawlServices, pipeline: Pipeline, task: CrawlTask, message: ControlMessage
+) -> None:
+    run = message.run_id
+    settings = pipeline.settings_for(task.id)
+    urls = list(dict.fromkeys(canonical_url(seed) for seed in task.seeds))
+    refs = [UrlRef(url=url, depth=0) for url in urls[: settings.limits.max_pages]]
+    owned = claim(services, run, task.id, SEED_OWNER, refs)
+    created = create_task_record(
+        services,
+        run=run,
+        task=task.id,
+        token=message.task_token,
+        pipeline=pipeline.name,
+        version=pipeline.version_hash(),
+        seeds=len(owned),
+        max_pages=settings.limits.max_pages,
+    )
+    if not created:
+        record = services.table.get(task_key(run, task.id))
+        if record is None or record.get("status") != RUNNING:
+            return  # already finished: the token was answered
+        states = services.table.batch_get([url_key(run, task.id, r.url) for r in owned])
+        owned = [
+            r
+            for r in owned
+            if states.get(url_key(run, task.id, r.url), {}).get("state") == "pending"
+        ]
+    enqueue(services, run, task.id, [(ref, SEED_OWNER) for ref in owned], SEED_OWNER)
+    sweep(
+        services,
+        pipeline=pipeline.name,
+        version=pipeline.version_hash(),
+        run=run,
+        task=task.id,
+        delay=settings.politeness.delay,
+    )
+    maybe_finish(services, run, task.id, settings.limits.max_error_ratio)

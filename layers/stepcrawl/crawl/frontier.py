@@ -1,0 +1,244 @@
+"""The frontier: claiming URLs once, the sharded backlog, and feeding the fetch queue.
+
+A URL enters a task's frontier by a *claim*: an update that creates its record only if absent
+(``if_not_exists``) and says who owns it. The owner (the page that discovered it, or the seed
+step) accounts for it when it commits, so a redelivered owner claims the same URLs again and
+counts them once. Known URLs are filtered before any write: a per-container cache, then one
+batched read, since a failed or no-op write bills like a real one.
+
+Claimed URLs wait in backlog chunks, one partition per (run, task, shard), ordered by depth
+then chunk id. Feeding a shard takes that shard's lease, spaces each host's requests by the
+politeness delay (SQS DelaySeconds, at most 15 minutes ahead), sends up to the free window,
+and deletes what it sent. A crash after sending re-sends those URLs: the fetch stage skips
+URLs already recorded, and commits are conditional, so duplicates cost a little and change
+no count.
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from stepcrawl.crawl.context import CrawlServices
+from stepcrawl.crawl.keys import backlog_pk, shard_key, url_hash, url_key
+from stepcrawl.crawl.messages import FetchMessage, UrlRef
+from stepcrawl.crawl.ring import shard_of
+from stepcrawl.extract.urls import url_host
+from stepcrawl.storage import AnyOf, Cond, OutMessage
+
+__all__ = ["ClaimCache", "claim", "enqueue", "feed", "sweep"]
+
+MAX_SQS_DELAY = 900
+URL_PENDING = "pending"
+
+
+class ClaimCache:
+    """Owners of URLs this container has seen claimed, per (run, task); a bounded LRU.
+
+    It remembers *who* owns a URL, not just that it is known: a redelivered owner must get
+    its own URLs back (to count and enqueue them), while everyone else skips them.
+    """
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._owner: OrderedDict[tuple[str, str, str], str] = OrderedDict()
+
+    def owner(self, run: str, task: str, url: str) -> str | None:
+        key = (run, task, url_hash(url))
+        found = self._owner.get(key)
+        if found is not None:
+            self._owner.move_to_end(key)
+        return found
+
+    def remember(self, run: str, task: str, url: str, owner: str) -> None:
+        self._owner[(run, task, url_hash(url))] = owner
+        while len(self._owner) > self.size:
+            self._owner.popitem(last=False)
+
+
+_caches: dict[int, ClaimCache] = {}
+
+
+def _cache(services: CrawlServices) -> ClaimCache:
+    cache = _caches.get(id(services))
+    if cache is None:
+        cache = _caches[id(services)] = ClaimCache(services.config.claim_cache_size)
+    return cache
+
+
+def claim(
+    services: CrawlServices, run: str, task: str, owner: str, refs: Sequence[UrlRef]
+) -> list[UrlRef]:
+    """Claim ``refs`` for ``owner``; return those ``owner`` owns (new now, or earlier)."""
+    cache = _cache(services)
+    owned: list[UrlRef] = []
+    unique: dict[str, UrlRef] = {}
+    for ref in refs:
+        if ref.url in unique:
+            continue
+        known = cache.owner(run, task, ref.url)
+        if known is None:
+            unique[ref.url] = ref
+        elif known == owner:
+            owned.append(ref)
+    if not unique:
+        return owned
+    existing = services.table.batch_get([url_key(run, task, u) for u in unique])
+    for url, ref in unique.items():
+        key = url_key(run, task, url)
+        record = existing.get(key)
+        if record is None:
+            record = services.table.update(
+                key,
+                set_if_absent={
+                    "url": url,
+                    "depth": ref.depth,
+                    "state": URL_PENDING,
+                    "owner": owner,
+                    "shard": shard_of(url_host(url), services.config.shards),
+                },
+            )
+        if record is None:
+            continue
+        if record.get("owner") == owner:
+            owned.append(ref)
+        else:
+            cache.remember(run, task, url, str(record.get("owner")))
+    return owned
+
+
+def enqueue(
+    services: CrawlServices,
+    run: str,
+    task: str,
+    owner_of: Iterable[tuple[UrlRef, str]],
+    chunk_id: str,
+) -> set[int]:
+    """Put claimed URLs (with their owners) in their shards' backlogs (idempotent per
+    ``chunk_id``)."""
+    by_shard: dict[tuple[int, int], list[dict[str, Any]]] = {}
+    pairs = list(owner_of)
+    for ref, _ in pairs:
+        shard = shard_of(url_host(ref.url), services.config.shards)
+        entry = {"u": ref.url, "d": ref.depth, "a": ref.attempt}
+        by_shard.setdefault((shard, ref.depth), []).append(entry)
+    for (shard, depth), entries in sorted(by_shard.items()):
+        services.table.put(
+            {"pk": backlog_pk(run, task, shard), "sk": f"{depth:03d}#{chunk_id}", "urls": entries}
+        )
+    # Only now: a redelivery after a failed put must claim (and so enqueue) them again.
+    cache = _cache(services)
+    for ref, owner in pairs:
+        cache.remember(run, task, ref.url, owner)
+    return {shard for shard, _ in by_shard}
+
+
+def feed(
+    services: CrawlServices,
+    *,
+    pipeline: str,
+    version: str,
+    run: str,
+    task: str,
+    shard: int,
+    delay: float,
+) -> int:
+    """Move ready URLs of one shard into the fetch queue; the number sent."""
+    table, now = services.table, services.clock()
+    me = uuid.uuid4().hex
+    lease_key = shard_key(run, task, shard)
+    lease = table.update(
+        lease_key,
+        set={"owner": me, "expires": now + services.config.lease_seconds},
+        add={"fence": 1},
+        condition=AnyOf((Cond("owner", "not_exists"), Cond("expires", "lt", now))),
+    )
+    if lease is None:
+        return 0  # another feeder holds this shard; it will see our backlog
+    host_next: dict[str, float] = dict(lease.get("host_next", {}))
+    sent = 0
+    try:
+        free = services.config.window - services.fetch_queue.approximate_depth()
+        if free > 0:
+            where = (pipeline, version, run, task, shard)
+            sent = _feed_chunks(services, host_next, free, now, delay, where)
+    finally:
+        keep = {h: t for h, t in host_next.items() if t > now}
+        table.update(
+            lease_key,
+            set={"host_next": keep},
+            remove=("owner", "expires"),
+            condition=Cond("owner", "eq", me),
+        )
+    return sent
+
+
+def _feed_chunks(
+    services: CrawlServices,
+    host_next: dict[str, float],
+    free: int,
+    now: float,
+    delay: float,
+    where: tuple[str, str, str, str, int],
+) -> int:
+    pipeline, version, run, task, shard = where
+    chunks = services.table.query(backlog_pk(run, task, shard), limit=25, consistent=True)
+    out: list[OutMessage] = []
+    done_chunks: list[dict[str, Any]] = []
+    rest_chunks: list[tuple[dict[str, Any], list[dict[str, Any]]]] = []
+    for chunk in chunks:
+        rest: list[dict[str, Any]] = []
+        for entry in chunk["urls"]:
+            if len(out) >= free:
+                rest.append(entry)
+                continue
+            host = url_host(entry["u"])
+            at = max(now, host_next.get(host, now))
+            if at - now > MAX_SQS_DELAY:
+                rest.append(entry)  # this host is booked beyond SQS's reach: wait
+                continue
+            host_next[host] = at + delay
+            message = FetchMessage(
+                pipeline=pipeline,
+                version=version,
+                run=run,
+                task=task,
+                ref=UrlRef(url=entry["u"], depth=entry["d"], attempt=entry.get("a", 1)),
+                shard=shard,
+            )
+            out.append(OutMessage(message.model_dump_json(), math.ceil(at - now)))
+        if rest:
+            rest_chunks.append((chunk, rest))
+        else:
+            done_chunks.append(chunk)
+        if len(out) >= free:
+            break
+    if out:
+        services.fetch_queue.send_batch(out)
+    for chunk in done_chunks:
+        services.table.delete((chunk["pk"], chunk["sk"]))
+    for chunk, rest in rest_chunks:
+        if len(rest) != len(chunk["urls"]):
+            services.table.put({**chunk, "urls": rest})
+    return len(out)
+
+
+def sweep(
+    services: CrawlServices, *, pipeline: str, version: str, run: str, task: str, delay: float
+) -> int:
+    """Feed every shard of a task (the periodic safety net against starved shards)."""
+    return sum(
+        feed(
+            services,
+            pipeline=pipeline,
+            version=version,
+            run=run,
+            task=task,
+            shard=shard,
+            delay=delay,
+        )
+        for shard in range(services.config.shards)
+    )

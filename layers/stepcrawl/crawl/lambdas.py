@@ -1,0 +1,46 @@
+"""What each Lambda handler calls: SQS records in, stage calls, a partial batch response out."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from stepcrawl.crawl.context import CrawlServices
+from stepcrawl.crawl.dispatch import handle_control
+from stepcrawl.crawl.fetch_stage import BatchFetcher, process_fetch_batch
+from stepcrawl.crawl.messages import ControlMessage, FetchMessage, ParseBundle
+from stepcrawl.crawl.parse_stage import process_bundle
+
+__all__ = ["SqsRecord", "dispatch_record", "fetch_records", "parse_record"]
+
+
+class SqsRecord(Protocol):
+    """The two fields of an SQS record the stages use (Powertools' SqsRecordModel has them)."""
+
+    messageId: str  # noqa: N815 - AWS's field name
+    body: str
+
+
+def dispatch_record(services: CrawlServices, body: str) -> None:
+    handle_control(services, ControlMessage.model_validate_json(body))
+
+
+def parse_record(services: CrawlServices, body: str) -> int:
+    return process_bundle(services, ParseBundle.model_validate_json(body))
+
+
+def fetch_records(
+    services: CrawlServices,
+    fetcher: BatchFetcher,
+    loop: asyncio.AbstractEventLoop,
+    records: Sequence[SqsRecord],
+) -> dict[str, Any]:
+    """Fetch the whole batch concurrently; a failure fails the batch (partial response)."""
+    messages = [FetchMessage.model_validate_json(r.body) for r in records]
+    try:
+        loop.run_until_complete(process_fetch_batch(services, fetcher, messages))
+    except Exception:  # noqa: BLE001 - any failure: Lambda redelivers the batch
+        # Every record comes back; the commit is idempotent, so refetching is safe.
+        return {"batchItemFailures": [{"itemIdentifier": r.messageId} for r in records]}
+    return {"batchItemFailures": []}

@@ -1,0 +1,144 @@
+"""The parse stage: extract items and links from a bundle of fetched pages, then commit.
+
+Order matters for at-least-once delivery:
+
+1. extract every page; write the bundle's items as one JSONL part whose key is the bundle's
+   id (a redelivery overwrites the same object);
+2. claim the links (owned by the page that found them);
+3. commit the pages with their counters (:func:`~stepcrawl.crawl.accounting.commit_pages`);
+   pages already recorded by another bundle are dropped, and the part is rewritten without
+   their items;
+4. enqueue the owned links of the pages recorded by *this* bundle (re-enqueueing on a
+   redelivery of the same bundle, which a crash between 3 and 4 needs), feed those shards,
+   and finish the task if it is complete.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from stepcrawl.crawl.accounting import PageCommit, commit_pages, maybe_finish
+from stepcrawl.crawl.context import CrawlServices
+from stepcrawl.crawl.frontier import claim, enqueue, feed
+from stepcrawl.crawl.keys import url_hash, url_key
+from stepcrawl.crawl.messages import PageEnvelope, ParseBundle, UrlRef
+from stepcrawl.crawl.paths import items_part_key
+from stepcrawl.errors import FatalError
+from stepcrawl.extract import parse_page
+from stepcrawl.pipeline import CrawlTask
+
+__all__ = ["process_bundle"]
+
+
+def process_bundle(services: CrawlServices, bundle: ParseBundle) -> int:
+    """Handle one parse message; returns the number of pages recorded by it."""
+    pipeline = services.registry.get(bundle.pipeline, bundle.version)
+    task = pipeline.task(bundle.task)
+    if not isinstance(task, CrawlTask):
+        raise FatalError(f"task {bundle.task} of {bundle.pipeline} is not a crawl task")
+    settings = pipeline.settings_for(task.id)
+    pages: list[PageCommit] = []
+    items: dict[str, list[dict[str, Any]]] = {}
+    for envelope in bundle.pages:
+        page, page_items = _extract(services, task, envelope, settings.limits.max_depth)
+        pages.append(page)
+        items[envelope.ref.url] = page_items
+    part = items_part_key(bundle.pipeline, bundle.run, bundle.task, bundle.bundle_id)
+    _write_part(services, part, [i for page in pages for i in items[page.ref.url]])
+    for page in pages:
+        page.children = claim(
+            services, bundle.run, bundle.task, url_hash(page.ref.url), page.children
+        )
+    committed = commit_pages(
+        services, bundle.run, bundle.task, bundle.bundle_id, pages, services.meter.take()
+    )
+    late = _redelivered(services, bundle, pages, committed)
+    if len(committed) + len(late) != len(pages):
+        kept = {p.ref.url for p in [*committed, *late]}
+        _write_part(services, part, [i for url in kept for i in items[url]])
+    touched = enqueue(
+        services,
+        bundle.run,
+        bundle.task,
+        [
+            (child, url_hash(page.ref.url))
+            for page in [*committed, *late]
+            for child in page.children
+        ],
+        bundle.bundle_id,
+    )
+    touched |= {envelope.shard for envelope in bundle.pages}
+    for shard in sorted(touched):
+        feed(
+            services,
+            pipeline=bundle.pipeline,
+            version=bundle.version,
+            run=bundle.run,
+            task=bundle.task,
+            shard=shard,
+            delay=settings.politeness.delay,
+        )
+    maybe_finish(services, bundle.run, bundle.task, settings.limits.max_error_ratio)
+    return len(committed)
+
+
+def _extract(
+    services: CrawlServices, task: CrawlTask, envelope: PageEnvelope, max_depth: int
+) -> tuple[PageCommit, list[dict[str, Any]]]:
+    ref = envelope.ref
+    if envelope.outcome != "ok":
+        return PageCommit(ref, False, envelope.status, envelope.reason), []
+    body = envelope.inline_body()
+    if body is None and envelope.body_key is not None:
+        body = services.blobs.get(envelope.body_key)
+    parsed = parse_page(body or b"", envelope.content_type, envelope.final_url or ref.url, task)
+    page_items = [
+        {**item, "_url": ref.url, "_task": task.id, "_fetched_at": envelope.fetched_at, "_n": n}
+        for n, item in enumerate(parsed.items)
+    ]
+    children = (
+        [UrlRef(url=link, depth=ref.depth + 1) for link in parsed.links]
+        if ref.depth < max_depth
+        else []
+    )
+    commit = PageCommit(
+        ref,
+        True,
+        envelope.status,
+        "ok",
+        items=len(page_items),
+        dropped=parsed.dropped,
+        size=envelope.size,
+        children=children,
+    )
+    return commit, page_items
+
+
+def _redelivered(
+    services: CrawlServices,
+    bundle: ParseBundle,
+    pages: Sequence[PageCommit],
+    committed: Sequence[PageCommit],
+) -> list[PageCommit]:
+    """Pages this very bundle recorded on an earlier delivery (their links may be unsent)."""
+    done_now = {p.ref.url for p in committed}
+    rest = [p for p in pages if p.ref.url not in done_now]
+    if not rest:
+        return []
+    records = services.table.batch_get([url_key(bundle.run, bundle.task, p.ref.url) for p in rest])
+    return [
+        p
+        for p in rest
+        if records.get(url_key(bundle.run, bundle.task, p.ref.url), {}).get("bundle")
+        == bundle.bundle_id
+    ]
+
+
+def _write_part(services: CrawlServices, key: str, items: list[dict[str, Any]]) -> None:
+    if not items:
+        services.blobs.delete_many([key])
+        return
+    body = "".join(json.dumps(i, ensure_ascii=False, default=str) + "\n" for i in items)
+    services.blobs.put(key, body.encode(), content_type="application/x-ndjson")

@@ -1,0 +1,50 @@
+"""Task-token sinks: Step Functions on AWS (``storage.aws``), a recorder in memory."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["MemoryTokens", "TokenAnswer"]
+
+
+@dataclass(frozen=True)
+class TokenAnswer:
+    token: str
+    kind: str  # "success" | "failure"
+    output: dict[str, Any] = field(default_factory=dict)
+    error: str = ""
+    cause: str = ""
+
+
+class MemoryTokens:
+    """Records answers and heartbeats like Step Functions: a token takes one answer only.
+
+    Later answers to the same token are counted in ``late`` and otherwise ignored, as Step
+    Functions rejects them (``TaskTimedOut``) and :class:`~stepcrawl.storage.aws.SfnTokens`
+    ignores that.
+    """
+
+    def __init__(self) -> None:
+        self.answers: list[TokenAnswer] = []
+        self.heartbeats: list[str] = []
+        self.late = 0
+        self._lock = threading.Lock()
+
+    def _answer(self, answer: TokenAnswer) -> None:
+        with self._lock:
+            if any(a.token == answer.token for a in self.answers):
+                self.late += 1
+            else:
+                self.answers.append(answer)
+
+    def succeed(self, token: str, output: dict[str, Any]) -> None:
+        self._answer(TokenAnswer(token, "success", output=output))
+
+    def fail(self, token: str, error: str, cause: str) -> None:
+        self._answer(TokenAnswer(token, "failure", error=error, cause=cause))
+
+    def heartbeat(self, token: str) -> None:
+        with self._lock:
+            self.heartbeats.append(token)

@@ -1,0 +1,119 @@
+"""Items of a page: each extract rule that applies, per container (or per page), its fields."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from selectolax.lexbor import LexborHTMLParser
+
+from stepcrawl.extract.fields import CompiledField, Scope, compile_field
+from stepcrawl.extract.rulecache import IdentityCache
+from stepcrawl.extract.urls import document_base_url
+from stepcrawl.pipeline.models import ExtractRule
+
+__all__ = ["MAX_PROBLEMS", "ExtractResult", "extract_items"]
+
+#: Problems listed per page; the rest are counted in one last line (a listing page of 10,000
+#: items with one bad field each would otherwise carry 10,000 near-identical lines).
+MAX_PROBLEMS = 50
+
+
+@dataclass(slots=True)
+class ExtractResult:
+    """What the extract rules made of one page."""
+
+    items: list[dict[str, Any]] = field(default_factory=list)
+    #: Items left out because a required field was missing.
+    dropped: int = 0
+    #: Values that were found but could not be used (e.g. ``'£abc' is not a valid float``).
+    problems: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class _Extract:
+    kind: str
+    match: re.Pattern[str] | None
+    container: str | None
+    fields: tuple[CompiledField, ...]
+
+    def item(self, scope: Scope, base_url: str, problems: list[str]) -> dict[str, Any] | None:
+        """The item found in ``scope``, or None if a required field is missing."""
+        item: dict[str, Any] = {"_kind": self.kind}
+        for compiled in self.fields:
+            found = compiled.extract(scope, base_url, problems)
+            if compiled.is_missing(found):
+                if compiled.rule.required:
+                    return None
+                found = compiled.missing_value()
+            item[compiled.name] = found
+        return item
+
+
+def _compile(rule: ExtractRule) -> _Extract:
+    return _Extract(
+        kind=rule.name,
+        match=re.compile(rule.match) if rule.match is not None else None,
+        container=rule.container,
+        fields=tuple(compile_field(rule.name, name, f) for name, f in rule.fields.items()),
+    )
+
+
+_compiled = IdentityCache(_compile)
+
+
+def extract_items(
+    tree: LexborHTMLParser, page_url: str, rules: Sequence[ExtractRule]
+) -> ExtractResult:
+    """The items that ``rules`` find in the page at ``page_url``.
+
+    A rule with ``match`` applies only if ``re.search(match, page_url)``. It makes one item per
+    element matching ``container`` (in document order), or one item for the page without one.
+    Each item is ``{"_kind": rule.name, <fields in declared order>}``; the caller adds
+    ``_url``, ``_task`` and ``_fetched_at``.
+
+    Field values (see :class:`~stepcrawl.pipeline.models.FieldRule`):
+
+    - ``selector`` matches descendants of the container (or anywhere in the page); without
+      one the field reads the container itself (the ``<html>`` element for a page).
+    - ``get: text`` is the element's text content (as DOM ``textContent``, so ``a<br>b`` reads
+      ``ab``) with whitespace collapsed and stripped;
+      ``html`` its outer HTML; ``attr`` the attribute's value as written, except that
+      ``href``, ``src``, ``data-src``, ``poster`` and ``action`` values are made absolute
+      against the page's ``<base href>`` (else ``page_url``). A valueless attribute is ``""``.
+    - ``regex`` is searched in each value and keeps the group named ``value``, else group 1,
+      else the whole match; a value it does not match is missing.
+    - ``type`` converts each value (see :mod:`stepcrawl.extract.coerce`); a value that does not
+      convert is missing, and described in ``problems``.
+    - A single field is the first value found in document order; a ``multiple`` one the list
+      of all of them.
+    - Missing (for ``multiple``: an empty list): a ``required`` field drops the item (counted
+      in ``dropped``); otherwise the field is its ``default`` (None, or ``[]`` for
+      ``multiple`` unless a default was given).
+    """
+    result = ExtractResult()
+    applicable = [
+        compiled
+        for compiled in (_compiled(rule) for rule in rules)
+        if compiled.match is None or compiled.match.search(page_url)
+    ]
+    if not applicable:
+        return result
+    base_url = document_base_url(tree, page_url)
+    for extract in applicable:
+        scopes: Sequence[Scope] = (
+            [tree] if extract.container is None else tree.css(extract.container)
+        )
+        for scope in scopes:
+            item = extract.item(scope, base_url, result.problems)
+            if item is None:
+                result.dropped += 1
+            else:
+                result.items.append(item)
+    if len(result.problems) > MAX_PROBLEMS:
+        more = len(result.problems) - MAX_PROBLEMS
+        del result.problems[MAX_PROBLEMS:]
+        result.problems.append(f"... and {more} more problems on this page")
+    return result

@@ -1,0 +1,348 @@
+"""The fetcher: one shared HTTP client per container, every hop checked, bodies capped."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+
+import httpx
+
+from stepcrawl.fetch.abort import FetchAbort
+from stepcrawl.fetch.body import ACCEPT_ENCODING, CappedBody
+from stepcrawl.fetch.classify import classify, http_reason
+from stepcrawl.fetch.guard import NetworkGuard
+from stepcrawl.fetch.headers import kept_headers, parse_retry_after
+from stepcrawl.fetch.pinning import pinned
+from stepcrawl.fetch.policy import FetchPolicy
+from stepcrawl.fetch.result import FetchResult
+from stepcrawl.fetch.robots import (
+    ROBOTS_MAX_BYTES,
+    ROBOTS_MAX_REDIRECTS,
+    RobotsAnswer,
+    RobotsCache,
+    RobotsKey,
+    RobotsRules,
+)
+from stepcrawl.fetch.transport import (
+    TRANSPORT_ERRORS,
+    TransportChoice,
+    TransportName,
+    build_client,
+    error_reason,
+)
+
+__all__ = ["Fetcher"]
+
+_SCHEMES = {"http": 80, "https": 443}
+_RETRY_AFTER_STATUSES = frozenset({429, 503})
+# raw_host is IDNA-encoded: letters, digits, hyphens, dots; underscores occur in the wild;
+# colons (and a zone after "%") only in IPv6 literals
+_HOST_CHARS = re.compile(rb"[a-z0-9_.\-]+|[0-9a-f:.]+(%[a-z0-9]+)?", re.IGNORECASE)
+
+
+@dataclass
+class _Trace:
+    """What is known so far about one fetch, so an early stop still reports it."""
+
+    url: str
+    final_url: str
+    status: int | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    redirects: list[str] = field(default_factory=list)
+
+
+def _parse_url(url: str | httpx.URL) -> httpx.URL:
+    try:
+        parsed = url if isinstance(url, httpx.URL) else httpx.URL(url)
+    except (httpx.InvalidURL, TypeError, ValueError) as exc:
+        raise FetchAbort("bad_url", f"{url!r}: {exc}") from exc
+    if parsed.scheme not in _SCHEMES:
+        raise FetchAbort("bad_url", f"{url!r}: scheme must be http or https")
+    if not parsed.raw_host:
+        raise FetchAbort("bad_url", f"{url!r}: no host")
+    if not _HOST_CHARS.fullmatch(parsed.raw_host):
+        # caught here rather than by a resolver that would send the garbage out as a query
+        raise FetchAbort("bad_url", f"{url!r}: invalid host")
+    return parsed
+
+
+def _host(url: httpx.URL) -> str:
+    return url.raw_host.decode("ascii").lower()
+
+
+def _port(url: httpx.URL) -> int:
+    return url.port or _SCHEMES[url.scheme]
+
+
+def _loop_key(url: httpx.URL) -> str:
+    # fragments never reach the server: /a#x -> /a#y is the same request again
+    return str(url.copy_with(fragment=None))
+
+
+class Fetcher:
+    """Fetches pages for a crawl; one per container, reused across invocations.
+
+    The HTTP client is created on first use and bound to the running event loop. A Lambda
+    handler that keeps one loop (``loop.run_until_complete``) keeps its connections and robots
+    cache between invocations; under a new loop (each ``asyncio.run``) the client is rebuilt
+    and only the robots cache survives.
+    """
+
+    def __init__(
+        self,
+        *,
+        transport: TransportChoice = "auto",
+        guard: NetworkGuard | None = None,
+        robots_cache_size: int = 10_000,
+    ) -> None:
+        self._choice: TransportChoice = transport
+        self._guard = guard or NetworkGuard()
+        self._http: httpx.AsyncClient | None = None
+        self._transport_name: TransportName | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.robots_cache = RobotsCache(self._download_robots, max_entries=robots_cache_size)
+
+    async def __aenter__(self) -> Fetcher:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    @property
+    def transport_name(self) -> TransportName | None:
+        """``aiohttp`` or ``httpx`` once the client exists, else None."""
+        return self._transport_name
+
+    def _client(self) -> httpx.AsyncClient:
+        loop = asyncio.get_running_loop()
+        if self._http is None or self._loop is not loop:
+            # A client from a previous loop cannot be closed from this one; dropping it lets
+            # its sockets be collected with the dead loop.
+            self._http, self._transport_name = build_client(self._choice, self._guard)
+            self._loop = loop
+            self.robots_cache.reset_inflight()
+        return self._http
+
+    async def aclose(self) -> None:
+        """Close the shared client (a later fetch opens a new one)."""
+        client, self._http, self._loop = self._http, None, None
+        if client is not None:
+            await client.aclose()
+
+    # ------------------------------------------------------------------------ public fetches
+
+    async def fetch(self, url: str, policy: FetchPolicy) -> FetchResult:
+        """Fetch one URL under ``policy``; never raises for anything the network or site does."""
+        started = time.perf_counter()
+        trace = _Trace(url=url, final_url=url)
+        body = b""
+        reason = "ok"
+        detail = ""
+        try:
+            async with asyncio.timeout(policy.total_timeout):
+                body, reason = await self._fetch_page(url, policy, trace)
+        except FetchAbort as exc:
+            reason, detail = exc.reason, exc.detail
+        except TRANSPORT_ERRORS as exc:
+            reason, detail = error_reason(exc), f"{type(exc).__name__}: {exc}"
+        retry_after: float | None = None
+        if trace.status in _RETRY_AFTER_STATUSES and reason == http_reason(trace.status or 0):
+            retry_after = parse_retry_after(trace.headers.get("retry-after"))
+        elif reason == "robots_unavailable":
+            retry_after = self._robots_retry_after(trace.final_url)
+        return FetchResult(
+            url=url,
+            final_url=trace.final_url,
+            status=trace.status,
+            headers=trace.headers,
+            body=body,
+            elapsed_ms=(time.perf_counter() - started) * 1000,
+            redirects=trace.redirects,
+            outcome=classify(reason, trace.status, retry_after),
+            reason=reason,
+            retry_after=retry_after,
+            detail=detail,
+        )
+
+    async def fetch_many(
+        self, urls: Sequence[str], policy: FetchPolicy, concurrency: int = 16
+    ) -> list[FetchResult]:
+        """Fetch ``urls`` with at most ``concurrency`` in flight; results in input order."""
+        if concurrency < 1:
+            raise ValueError("concurrency must be >= 1")
+        gate = asyncio.Semaphore(concurrency)
+
+        async def one(url: str) -> FetchResult:
+            async with gate:
+                return await self.fetch(url, policy)
+
+        return list(await asyncio.gather(*(one(u) for u in urls)))
+
+    async def robots(self, url: str, policy: FetchPolicy) -> RobotsRules:
+        """The robots.txt rules that govern ``url`` (cached per origin)."""
+        return await self.robots_cache.rules(_robots_key(_parse_url(url)), policy)
+
+    async def crawl_delay(self, url: str, policy: FetchPolicy) -> float | None:
+        """The Crawl-delay robots.txt sets for ``policy.user_agent`` on ``url``'s origin."""
+        rules = await self.robots(url, policy)
+        return rules.crawl_delay(policy.user_agent)
+
+    # ------------------------------------------------------------------------------ internals
+
+    async def _fetch_page(self, url: str, policy: FetchPolicy, trace: _Trace) -> tuple[bytes, str]:
+        response = await self._open(
+            url, policy, trace, max_redirects=policy.max_redirects, page=True
+        )
+        try:
+            status = response.status_code
+            if not 200 <= status < 300:
+                return b"", http_reason(status)
+            if status == 204:
+                return b"", "ok"
+            content_type = response.headers.get("content-type")
+            if not policy.allows_content_type(content_type):
+                raise FetchAbort("content_type", content_type or "no Content-Type")
+            body = CappedBody(
+                response.headers.get("content-encoding"),
+                max_bytes=policy.max_bytes,
+                wire_cap=policy.wire_cap,
+            )
+            _check_declared_length(response, policy)
+            async for raw in response.aiter_raw():
+                body.feed(raw)
+            return body.finish(), "ok"
+        finally:
+            await response.aclose()
+
+    async def _open(
+        self,
+        url: str,
+        policy: FetchPolicy,
+        trace: _Trace,
+        *,
+        max_redirects: int,
+        page: bool,
+    ) -> httpx.Response:
+        """Send GETs, following redirects by hand, until a non-redirect response (left open).
+
+        A page hop must be on an allowed domain and allowed by robots.txt; every hop must pass
+        the network guard.
+        """
+        client = self._client()
+        current = _parse_url(url)
+        seen = {_loop_key(current)}
+        timeout = httpx.Timeout(
+            connect=policy.connect_timeout,
+            read=policy.read_timeout,
+            write=policy.read_timeout,
+            pool=policy.connect_timeout,
+        )
+        headers = {
+            "User-Agent": policy.user_agent,
+            "Accept": policy.accept_header if page else "text/plain, */*",
+            "Accept-Encoding": ACCEPT_ENCODING,
+        }
+        while True:
+            host = _host(current)
+            if page and not policy.allows_host(host):
+                raise FetchAbort("off_domain", f"{host} is not in allowed_domains")
+            addresses = await self._guard.check(
+                host, _port(current), allow_private=policy.allow_private_network
+            )
+            if page and policy.obey_robots:
+                await self._check_robots(current, policy)
+            request = client.build_request("GET", current, headers=headers, timeout=timeout)
+            with pinned(host, addresses):
+                response = await client.send(request, stream=True)
+            trace.status = response.status_code
+            trace.headers = kept_headers(response.headers)
+            trace.final_url = str(current)
+            if not 300 <= response.status_code < 400 or response.status_code == 304:
+                return response
+            await response.aclose()
+            location = response.headers.get("location", "").strip()
+            if not location:
+                raise FetchAbort("redirect_no_location", f"{response.status_code} without Location")
+            try:
+                target = _parse_url(current.join(location))
+            except httpx.InvalidURL as exc:
+                raise FetchAbort("bad_url", f"Location {location!r}: {exc}") from exc
+            if _loop_key(target) in seen:
+                raise FetchAbort("redirect_loop", f"{target} again")
+            if len(trace.redirects) >= max_redirects:
+                raise FetchAbort("too_many_redirects", f"more than {max_redirects}")
+            seen.add(_loop_key(target))
+            trace.redirects.append(str(target))
+            current = target
+
+    async def _check_robots(self, url: httpx.URL, policy: FetchPolicy) -> None:
+        rules = await self.robots_cache.rules(_robots_key(url), policy)
+        if rules.state == "unavailable":
+            raise FetchAbort("robots_unavailable", rules.detail)
+        if not rules.can_fetch(str(url), policy.user_agent):
+            raise FetchAbort("robots_disallowed", str(url))
+
+    def _robots_retry_after(self, url: str) -> float | None:
+        # the cached error answers every retry until it expires: say when that is
+        try:
+            key = _robots_key(_parse_url(url))
+        except FetchAbort:
+            return None
+        rules = self.robots_cache.peek(key)
+        if rules is None:
+            return None
+        return max(rules.expires_at - self.robots_cache.now(), 0.0)
+
+    async def _download_robots(self, url: str, policy: FetchPolicy) -> RobotsAnswer:
+        trace = _Trace(url=url, final_url=url)
+        try:
+            async with asyncio.timeout(policy.total_timeout):
+                response = await self._open(
+                    url, policy, trace, max_redirects=ROBOTS_MAX_REDIRECTS, page=False
+                )
+                try:
+                    if not 200 <= response.status_code < 300:
+                        return RobotsAnswer(response.status_code)
+                    body = CappedBody(
+                        response.headers.get("content-encoding"),
+                        max_bytes=ROBOTS_MAX_BYTES,
+                        wire_cap=ROBOTS_MAX_BYTES,
+                        truncate=True,
+                    )
+                    async for raw in response.aiter_raw():
+                        body.feed(raw)
+                        if body.full:
+                            break
+                    return RobotsAnswer(response.status_code, body.finish())
+                finally:
+                    await response.aclose()
+        except FetchAbort as exc:
+            return RobotsAnswer(None, reason=exc.reason)
+        except TRANSPORT_ERRORS as exc:
+            return RobotsAnswer(None, reason=error_reason(exc))
+
+
+def _robots_key(url: httpx.URL) -> RobotsKey:
+    return (url.scheme, _host(url), _port(url))
+
+
+def _check_declared_length(response: httpx.Response, policy: FetchPolicy) -> None:
+    """Refuse before reading when Content-Length already says the body is over a cap."""
+    declared = response.headers.get("content-length", "").strip()
+    if not declared.isdigit():
+        return
+    size = int(declared)
+    codings = response.headers.get("content-encoding", "").lower().split(",")
+    encoded = any(c.strip() not in ("", "identity") for c in codings)
+    cap = policy.wire_cap if encoded else min(policy.wire_cap, policy.max_bytes)
+    if size > cap:
+        raise FetchAbort("too_large", f"Content-Length {size} over {cap}")

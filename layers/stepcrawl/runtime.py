@@ -1,0 +1,70 @@
+"""Wiring for Lambda: build the stages' services once per container from the environment."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from functools import cache
+
+from stepcrawl.crawl.context import CrawlConfig, CrawlServices, DirectoryRegistry
+from stepcrawl.errors import ConfigError
+from stepcrawl.fetch import Fetcher
+from stepcrawl.names import (
+    ENV_BUCKET,
+    ENV_FETCH_CONCURRENCY,
+    ENV_FETCH_QUEUE_URL,
+    ENV_PARSE_QUEUE_URL,
+    ENV_PIPELINES_DIR,
+    ENV_SHARDS,
+    ENV_TABLE,
+    ENV_WINDOW,
+)
+from stepcrawl.storage import Meter
+
+__all__ = ["container_fetcher", "container_loop", "services_from_env"]
+
+
+def _env(name: str) -> str:
+    value = os.environ.get(name)
+    if not value:
+        raise ConfigError(f"environment variable {name} is not set (the stack sets it)")
+    return value
+
+
+@cache
+def services_from_env() -> CrawlServices:
+    """The AWS-backed services of this container (cached: clients are reused)."""
+    from stepcrawl.storage.aws import (  # noqa: PLC0415 - boto3 only where AWS is used
+        DynamoTable,
+        S3BlobStore,
+        SfnTokens,
+        SqsQueue,
+    )
+
+    meter = Meter()
+    config = CrawlConfig(
+        shards=int(os.environ.get(ENV_SHARDS, "4")),
+        window=int(os.environ.get(ENV_WINDOW, "256")),
+        fetch_concurrency=int(os.environ.get(ENV_FETCH_CONCURRENCY, "32")),
+    )
+    return CrawlServices(
+        table=DynamoTable(_env(ENV_TABLE), meter=meter),
+        fetch_queue=SqsQueue(_env(ENV_FETCH_QUEUE_URL), meter=meter),
+        parse_queue=SqsQueue(_env(ENV_PARSE_QUEUE_URL), meter=meter),
+        blobs=S3BlobStore(_env(ENV_BUCKET), meter=meter),
+        tokens=SfnTokens(),
+        registry=DirectoryRegistry(os.environ.get(ENV_PIPELINES_DIR, "pipelines")),
+        meter=meter,
+        config=config,
+    )
+
+
+@cache
+def container_loop() -> asyncio.AbstractEventLoop:
+    """One event loop per container, so the HTTP client's pool survives between invocations."""
+    return asyncio.new_event_loop()
+
+
+@cache
+def container_fetcher() -> Fetcher:
+    return Fetcher()

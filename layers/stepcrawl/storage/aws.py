@@ -1,0 +1,417 @@
+"""boto3 adapters of the storage interfaces (the only module of the library that imports boto3).
+
+They work against AWS and against moto (in-process or server) alike, and report what each
+call bills to the :class:`~stepcrawl.storage.meter.Meter`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from decimal import Decimal
+from typing import Any
+
+import boto3
+from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+from botocore.exceptions import ClientError
+
+from stepcrawl.storage.meter import Meter, item_size, read_units, write_units
+from stepcrawl.storage.protocols import OutMessage
+from stepcrawl.storage.table import (
+    All,
+    AnyOf,
+    Cond,
+    Condition,
+    Key,
+    TransactionConflict,
+    Write,
+)
+
+__all__ = ["DynamoTable", "S3BlobStore", "SfnTokens", "SqsQueue"]
+
+Item = dict[str, Any]
+_SQS_BATCH = 10
+_SQS_BATCH_BYTES = 256 * 1024
+_serializer = TypeSerializer()
+_deserializer = TypeDeserializer()
+
+
+def _to_dynamo(value: Any) -> Any:
+    if isinstance(value, float):
+        return Decimal(repr(value))
+    if isinstance(value, dict):
+        return {k: _to_dynamo(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_to_dynamo(v) for v in value]
+    return value
+
+
+def _from_dynamo(value: Any) -> Any:
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, dict):
+        return {k: _from_dynamo(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_from_dynamo(v) for v in value]
+    return value
+
+
+def _encode(item: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: _serializer.serialize(_to_dynamo(v)) for k, v in item.items()}
+
+
+def _decode(item: Mapping[str, Any]) -> Item:
+    return {k: _from_dynamo(_deserializer.deserialize(v)) for k, v in item.items()}
+
+
+class _Expression:
+    """Builds ConditionExpression / UpdateExpression text with placeholder names and values."""
+
+    def __init__(self) -> None:
+        self.names: dict[str, str] = {}
+        self.values: dict[str, Any] = {}
+
+    def name(self, attr: str) -> str:
+        token = f"#n{len(self.names)}"
+        self.names[token] = attr
+        return token
+
+    def value(self, value: Any) -> str:
+        token = f":v{len(self.values)}"
+        self.values[token] = _serializer.serialize(_to_dynamo(value))
+        return token
+
+    def condition(self, condition: Condition) -> str:
+        if isinstance(condition, All):
+            return "(" + " AND ".join(self.condition(c) for c in condition.conditions) + ")"
+        if isinstance(condition, AnyOf):
+            return "(" + " OR ".join(self.condition(c) for c in condition.conditions) + ")"
+        return self._compare(condition)
+
+    def _compare(self, cond: Cond) -> str:
+        name = self.name(cond.attr)
+        if cond.op == "exists":
+            return f"attribute_exists({name})"
+        if cond.op == "not_exists":
+            return f"attribute_not_exists({name})"
+        if cond.op == "eq_attr":
+            return f"{name} = {self.name(str(cond.value))}"
+        symbol = {"eq": "=", "ne": "<>", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}[cond.op]
+        return f"{name} {symbol} {self.value(cond.value)}"
+
+    def update(
+        self,
+        set_: Mapping[str, Any] | None,
+        set_if_absent: Mapping[str, Any] | None,
+        add: Mapping[str, int | float] | None,
+        remove: Sequence[str],
+    ) -> str:
+        sets = [f"{self.name(k)} = {self.value(v)}" for k, v in (set_ or {}).items()]
+        for key, value in (set_if_absent or {}).items():
+            n = self.name(key)
+            sets.append(f"{n} = if_not_exists({n}, {self.value(value)})")
+        parts = []
+        if sets:
+            parts.append("SET " + ", ".join(sets))
+        if add:
+            parts.append(
+                "ADD " + ", ".join(f"{self.name(k)} {self.value(v)}" for k, v in add.items())
+            )
+        if remove:
+            parts.append("REMOVE " + ", ".join(self.name(k) for k in remove))
+        return " ".join(parts)
+
+    def kwargs(self, **extra: Any) -> dict[str, Any]:
+        out = dict(extra)
+        if self.names:
+            out["ExpressionAttributeNames"] = self.names
+        if self.values:
+            out["ExpressionAttributeValues"] = self.values
+        return out
+
+
+def _condition_failed(error: ClientError) -> bool:
+    return error.response["Error"]["Code"] == "ConditionalCheckFailedException"
+
+
+class DynamoTable:
+    """:class:`~stepcrawl.storage.table.Table` on a DynamoDB table with ``pk``/``sk`` keys."""
+
+    def __init__(self, name: str, *, client: Any = None, meter: Meter | None = None) -> None:
+        self.name = name
+        self.client: Any = client or boto3.client("dynamodb")
+        self.meter = meter or Meter()
+
+    def _key(self, key: Key) -> dict[str, Any]:
+        return {"pk": {"S": key[0]}, "sk": {"S": key[1]}}
+
+    def get(self, key: Key, *, consistent: bool = True) -> Item | None:
+        raw = self.client.get_item(
+            TableName=self.name, Key=self._key(key), ConsistentRead=consistent
+        )
+        item = _decode(raw["Item"]) if "Item" in raw else None
+        self.meter.ddb_read(read_units(item_size(item), consistent=consistent))
+        return item
+
+    def batch_get(self, keys: Sequence[Key]) -> dict[Key, Item]:
+        found: dict[Key, Item] = {}
+        unique = list(dict.fromkeys(keys))
+        for start in range(0, len(unique), 100):
+            request = {self.name: {"Keys": [self._key(k) for k in unique[start : start + 100]]}}
+            while request:
+                raw = self.client.batch_get_item(RequestItems=request)
+                for item in raw.get("Responses", {}).get(self.name, []):
+                    decoded = _decode(item)
+                    found[(decoded["pk"], decoded["sk"])] = decoded
+                request = raw.get("UnprocessedKeys") or {}
+        for key in unique:
+            self.meter.ddb_read(read_units(item_size(found.get(key)), consistent=False))
+        return found
+
+    def put(self, item: Item, *, condition: Condition | None = None) -> bool:
+        expr = _Expression()
+        extra: dict[str, Any] = {}
+        if condition is not None:
+            extra["ConditionExpression"] = expr.condition(condition)
+        kwargs = expr.kwargs(TableName=self.name, Item=_encode(item), **extra)
+        self.meter.ddb_write(write_units(item_size(item)))
+        try:
+            self.client.put_item(**kwargs)
+        except ClientError as error:
+            if _condition_failed(error):
+                return False
+            raise
+        return True
+
+    def update(
+        self,
+        key: Key,
+        *,
+        set: Mapping[str, Any] | None = None,
+        set_if_absent: Mapping[str, Any] | None = None,
+        add: Mapping[str, int | float] | None = None,
+        remove: Sequence[str] = (),
+        condition: Condition | None = None,
+    ) -> Item | None:
+        expr = _Expression()
+        update = expr.update(set, set_if_absent, add, remove)
+        extra: dict[str, Any] = {"UpdateExpression": update, "ReturnValues": "ALL_NEW"}
+        if condition is not None:
+            extra["ConditionExpression"] = expr.condition(condition)
+        try:
+            raw = self.client.update_item(
+                **expr.kwargs(TableName=self.name, Key=self._key(key), **extra)
+            )
+        except ClientError as error:
+            self.meter.ddb_write(1.0)
+            if _condition_failed(error):
+                return None
+            raise
+        item = _decode(raw.get("Attributes", {}))
+        self.meter.ddb_write(write_units(item_size(item)))
+        return item
+
+    def delete(self, key: Key, *, condition: Condition | None = None) -> bool:
+        expr = _Expression()
+        extra: dict[str, Any] = {}
+        if condition is not None:
+            extra["ConditionExpression"] = expr.condition(condition)
+        self.meter.ddb_write(1.0)
+        try:
+            self.client.delete_item(**expr.kwargs(TableName=self.name, Key=self._key(key), **extra))
+        except ClientError as error:
+            if _condition_failed(error):
+                return False
+            raise
+        return True
+
+    def query(
+        self, pk: str, *, sk_prefix: str = "", limit: int | None = None, consistent: bool = False
+    ) -> list[Item]:
+        expr = _Expression()
+        key_condition = f"{expr.name('pk')} = {expr.value(pk)}"
+        if sk_prefix:
+            key_condition += f" AND begins_with({expr.name('sk')}, {expr.value(sk_prefix)})"
+        items: list[Item] = []
+        start: dict[str, Any] | None = None
+        while True:
+            kwargs = expr.kwargs(
+                TableName=self.name, KeyConditionExpression=key_condition, ConsistentRead=consistent
+            )
+            if limit is not None:
+                kwargs["Limit"] = limit - len(items)
+            if start:
+                kwargs["ExclusiveStartKey"] = start
+            raw = self.client.query(**kwargs)
+            items += [_decode(i) for i in raw.get("Items", [])]
+            start = raw.get("LastEvaluatedKey")
+            if not start or (limit is not None and len(items) >= limit):
+                break
+        self.meter.ddb_read(read_units(sum(item_size(i) for i in items), consistent=consistent))
+        return items
+
+    def transact(self, writes: Sequence[Write]) -> None:
+        actions = [self._action(w) for w in writes]
+        for write in writes:
+            self.meter.ddb_write(
+                write_units(item_size(write.item or dict(write.set)), transactional=True)
+            )
+        try:
+            self.client.transact_write_items(TransactItems=actions)
+        except ClientError as error:
+            if error.response["Error"]["Code"] != "TransactionCanceledException":
+                raise
+            reasons = error.response.get("CancellationReasons", [])
+            failed = [i for i, r in enumerate(reasons) if r.get("Code") == "ConditionalCheckFailed"]
+            current = {
+                i: (_decode(reasons[i]["Item"]) if reasons[i].get("Item") else None) for i in failed
+            }
+            raise TransactionConflict(failed, current) from error
+
+    def _action(self, write: Write) -> dict[str, Any]:
+        expr = _Expression()
+        extra: dict[str, Any] = {}
+        if write.condition is not None:
+            extra["ConditionExpression"] = expr.condition(write.condition)
+            extra["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
+        if write.kind == "put":
+            assert write.item is not None
+            return {"Put": expr.kwargs(TableName=self.name, Item=_encode(write.item), **extra)}
+        if write.kind == "update":
+            update = expr.update(write.set, None, write.add, ())
+            return {
+                "Update": expr.kwargs(
+                    TableName=self.name, Key=self._key(write.key), UpdateExpression=update, **extra
+                )
+            }
+        return {
+            "ConditionCheck": expr.kwargs(TableName=self.name, Key=self._key(write.key), **extra)
+        }
+
+
+class SqsQueue:
+    """:class:`~stepcrawl.storage.protocols.Queue` on an SQS queue URL."""
+
+    def __init__(self, url: str, *, client: Any = None, meter: Meter | None = None) -> None:
+        self.url = url
+        self.client: Any = client or boto3.client("sqs")
+        self.meter = meter or Meter()
+
+    def send_batch(self, messages: Sequence[OutMessage]) -> None:
+        batch: list[dict[str, Any]] = []
+        size = 0
+        for message in messages:
+            entry_size = len(message.body.encode())
+            if batch and (len(batch) == _SQS_BATCH or size + entry_size > _SQS_BATCH_BYTES):
+                self._send(batch, size)
+                batch, size = [], 0
+            batch.append(
+                {
+                    "Id": str(len(batch)),
+                    "MessageBody": message.body,
+                    "DelaySeconds": max(0, min(900, message.delay_seconds)),
+                }
+            )
+            size += entry_size
+        if batch:
+            self._send(batch, size)
+
+    def _send(self, entries: list[dict[str, Any]], size: int) -> None:
+        pending = entries
+        for _ in range(5):
+            self.meter.sqs(size)
+            raw = self.client.send_message_batch(QueueUrl=self.url, Entries=pending)
+            failed = {f["Id"] for f in raw.get("Failed", []) if not f.get("SenderFault")}
+            sender = [f for f in raw.get("Failed", []) if f.get("SenderFault")]
+            if sender:
+                raise ValueError(f"SQS refused messages: {json.dumps(sender)[:500]}")
+            pending = [e for e in pending if e["Id"] in failed]
+            if not pending:
+                return
+        raise RuntimeError(f"SQS kept failing {len(pending)} message(s)")
+
+    def approximate_depth(self) -> int:
+        names = [
+            "ApproximateNumberOfMessages",
+            "ApproximateNumberOfMessagesNotVisible",
+            "ApproximateNumberOfMessagesDelayed",
+        ]
+        self.meter.sqs(0)
+        raw = self.client.get_queue_attributes(QueueUrl=self.url, AttributeNames=names)
+        return sum(int(raw["Attributes"].get(n, 0)) for n in names)
+
+
+class S3BlobStore:
+    """:class:`~stepcrawl.storage.protocols.BlobStore` on an S3 bucket."""
+
+    def __init__(self, bucket: str, *, client: Any = None, meter: Meter | None = None) -> None:
+        self.bucket = bucket
+        self.client: Any = client or boto3.client("s3")
+        self.meter = meter or Meter()
+
+    def put(self, key: str, body: bytes, *, content_type: str = "application/octet-stream") -> None:
+        self.meter.s3()
+        self.client.put_object(Bucket=self.bucket, Key=key, Body=body, ContentType=content_type)
+
+    def get(self, key: str) -> bytes:
+        self.meter.s3()
+        try:
+            raw = self.client.get_object(Bucket=self.bucket, Key=key)
+        except ClientError as error:
+            if error.response["Error"]["Code"] in {"NoSuchKey", "404"}:
+                raise KeyError(key) from None
+            raise
+        body: bytes = raw["Body"].read()
+        return body
+
+    def list(self, prefix: str) -> Iterator[str]:
+        token: str | None = None
+        while True:
+            self.meter.s3()
+            kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix}
+            if token:
+                kwargs["ContinuationToken"] = token
+            raw = self.client.list_objects_v2(**kwargs)
+            for entry in raw.get("Contents", []):
+                yield str(entry["Key"])
+            token = raw.get("NextContinuationToken")
+            if not token:
+                return
+
+    def delete_many(self, keys: Sequence[str]) -> None:
+        for start in range(0, len(keys), 1000):
+            chunk = keys[start : start + 1000]
+            self.meter.s3()
+            self.client.delete_objects(
+                Bucket=self.bucket,
+                Delete={"Objects": [{"Key": k} for k in chunk], "Quiet": True},
+            )
+
+
+class SfnTokens:
+    """Task-token answers through Step Functions; a token already answered is ignored."""
+
+    def __init__(self, *, client: Any = None) -> None:
+        self.client: Any = client or boto3.client("stepfunctions")
+
+    def _ignore_gone(self, call: Any, **kwargs: Any) -> None:
+        try:
+            call(**kwargs)
+        except ClientError as error:
+            if error.response["Error"]["Code"] not in {
+                "TaskTimedOut",
+                "TaskDoesNotExist",
+                "InvalidToken",
+            }:
+                raise
+
+    def succeed(self, token: str, output: dict[str, Any]) -> None:
+        self._ignore_gone(self.client.send_task_success, taskToken=token, output=json.dumps(output))
+
+    def fail(self, token: str, error: str, cause: str) -> None:
+        self._ignore_gone(
+            self.client.send_task_failure, taskToken=token, error=error[:256], cause=cause[:32768]
+        )
+
+    def heartbeat(self, token: str) -> None:
+        self._ignore_gone(self.client.send_task_heartbeat, taskToken=token)

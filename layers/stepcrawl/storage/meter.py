@@ -1,0 +1,81 @@
+"""Counting what AWS would bill: every adapter reports its requests here.
+
+Units follow AWS list-price rules: a DynamoDB write costs one unit per KiB of the larger of the
+old and new item (a failed conditional write still costs), transactional writes twice that; a
+consistent read one unit per 4 KiB (eventually consistent: half); SQS one request per 64 KiB of
+payload; S3 one request per call.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+from dataclasses import asdict, dataclass
+from typing import Any
+
+__all__ = ["Meter", "Usage", "item_size", "read_units", "write_units"]
+
+
+@dataclass
+class Usage:
+    """Billed quantities; adds up across invocations (stored on the task record)."""
+
+    ddb_write_units: float = 0.0
+    ddb_read_units: float = 0.0
+    sqs_requests: int = 0
+    s3_requests: int = 0
+
+    def as_dict(self) -> dict[str, float]:
+        return {k: float(v) for k, v in asdict(self).items()}
+
+
+def item_size(item: Any) -> int:
+    """Approximate DynamoDB item size in bytes (names + values as JSON text)."""
+    if item is None:
+        return 0
+    return len(json.dumps(item, default=str, separators=(",", ":")).encode())
+
+
+def write_units(size: int, *, transactional: bool = False) -> float:
+    units = max(1, math.ceil(size / 1024))
+    return float(units * (2 if transactional else 1))
+
+
+def read_units(size: int, *, consistent: bool = True) -> float:
+    units = max(1, math.ceil(size / 4096))
+    return float(units) if consistent else units / 2
+
+
+class Meter:
+    """Thread-safe accumulator of :class:`Usage`."""
+
+    def __init__(self) -> None:
+        self._usage = Usage()
+        self._lock = threading.Lock()
+
+    def ddb_write(self, units: float) -> None:
+        with self._lock:
+            self._usage.ddb_write_units += units
+
+    def ddb_read(self, units: float) -> None:
+        with self._lock:
+            self._usage.ddb_read_units += units
+
+    def sqs(self, payload_bytes: int) -> None:
+        with self._lock:
+            self._usage.sqs_requests += max(1, math.ceil(payload_bytes / 65536))
+
+    def s3(self, requests: int = 1) -> None:
+        with self._lock:
+            self._usage.s3_requests += requests
+
+    def snapshot(self) -> Usage:
+        with self._lock:
+            return Usage(**asdict(self._usage))
+
+    def take(self) -> Usage:
+        """The usage since the last ``take`` (and reset): what one batch cost."""
+        with self._lock:
+            usage, self._usage = self._usage, Usage()
+        return usage

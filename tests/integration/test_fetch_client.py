@@ -1,0 +1,747 @@
+"""The fetcher against a real HTTP server on 127.0.0.1, through both transports.
+
+The site is a threaded ``http.server`` whose routes each test sets; every handler is bounded in
+time (sleeps and trickles stop by themselves), and nothing leaves the loopback interface.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import socket
+import threading
+import time
+import zlib
+from collections import Counter
+from collections.abc import Callable, Coroutine, Iterator
+from email.utils import format_datetime
+from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+
+from stepcrawl.fetch import Fetcher, FetchPolicy, FetchResult, NetworkGuard, aiohttp_available
+from stepcrawl.fetch.transport import TransportName
+
+# ------------------------------------------------------------------------------- the site
+
+Handler = Callable[["_Handler"], None]
+PAGE = b"<html><body><p>hello</p></body></html>"
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False
+    request_queue_size = 128  # 30 concurrent connects must not overflow the backlog
+    site: Site
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # a client hanging up mid-body is what several tests provoke: not an error here
+        pass
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    timeout = 5  # idle keep-alive connections of finished tests let their thread go
+    server: _Server
+
+    def do_GET(self) -> None:
+        site = self.server.site
+        path = urlsplit(self.path).path
+        with site.lock:
+            site.hits[path] += 1
+            site.requests.append((path, dict(self.headers.items())))
+        site.routes.get(path, reply(404, b"not here"))(self)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+class Site:
+    """A local web site: ``routes`` maps paths to handlers; hits and headers are recorded."""
+
+    def __init__(self) -> None:
+        self.routes: dict[str, Handler] = {}
+        self.hits: Counter[str] = Counter()
+        self.requests: list[tuple[str, dict[str, str]]] = []
+        self.aborted: list[str] = []
+        self.lock = threading.Lock()
+        self.server = _Server(("127.0.0.1", 0), _Handler)
+        self.server.site = self
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True)
+        self.thread.start()
+
+    def url(self, path: str, host: str = "127.0.0.1") -> str:
+        return f"http://{host}:{self.port}{path}"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def reply(
+    status: int = 200,
+    body: bytes = PAGE,
+    headers: dict[str, str] | None = None,
+    *,
+    content_type: str | None = "text/html; charset=utf-8",
+) -> Handler:
+    def handle(h: _Handler) -> None:
+        h.send_response(status)
+        if content_type is not None:
+            h.send_header("Content-Type", content_type)
+        for name, value in (headers or {}).items():
+            h.send_header(name, value)
+        h.send_header("Content-Length", str(len(body)))
+        h.end_headers()
+        h.wfile.write(body)
+
+    return handle
+
+
+def redirect(location: str, status: int = 302) -> Handler:
+    return reply(status, b"", {"Location": location})
+
+
+def raw(head: str, body_chunks: Callable[[], Iterator[bytes]], *, delay: float = 0.0) -> Handler:
+    """Write ``head`` (status line onward, without the blank line) then chunks, ``delay`` apart;
+    record in ``site.aborted`` when the client hangs up first."""
+
+    def handle(h: _Handler) -> None:
+        h.close_connection = True
+        h.wfile.write(head.replace("\n", "\r\n").encode() + b"\r\n\r\n")
+        try:
+            for chunk in body_chunks():
+                if delay:
+                    time.sleep(delay)
+                h.wfile.write(chunk)
+                h.wfile.flush()
+        except OSError:
+            with h.server.site.lock:
+                h.server.site.aborted.append(h.path)
+
+    return handle
+
+
+def sleepy(seconds: float, then: Handler | None = None) -> Handler:
+    def handle(h: _Handler) -> None:
+        time.sleep(seconds)
+        (then or reply())(h)
+
+    return handle
+
+
+# ------------------------------------------------------------------------------- fixtures
+
+TRANSPORTS: list[Any] = [
+    pytest.param(
+        "aiohttp",
+        marks=pytest.mark.skipif(not aiohttp_available(), reason="httpx-aiohttp not installed"),
+    ),
+    "httpx",
+]
+
+LOCAL = FetchPolicy(allow_private_network=True, obey_robots=False)
+FAST = FetchPolicy(
+    allow_private_network=True,
+    obey_robots=False,
+    connect_timeout=1.0,
+    read_timeout=0.3,
+    total_timeout=2.0,
+)
+
+
+@pytest.fixture(scope="module")
+def runner() -> Iterator[asyncio.Runner]:
+    # One loop for the module, as a Lambda container keeps one: the fetchers below are reused
+    # across tests the way the fetch handler reuses one across invocations.
+    with asyncio.Runner() as r:
+        yield r
+
+
+@pytest.fixture(scope="module")
+def fetchers(runner: asyncio.Runner) -> Iterator[dict[str, Fetcher]]:
+    made: dict[str, Fetcher] = {}
+    yield made
+    for fetcher in made.values():
+        runner.run(fetcher.aclose())
+
+
+@pytest.fixture(params=TRANSPORTS)
+def transport(request: pytest.FixtureRequest) -> TransportName:
+    return request.param  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def site() -> Iterator[Site]:
+    s = Site()
+    yield s
+    s.close()
+
+
+class Client:
+    """Runs fetches on the module's loop through the shared fetcher of one transport."""
+
+    def __init__(self, runner: asyncio.Runner, fetcher: Fetcher) -> None:
+        self.runner = runner
+        self.fetcher = fetcher
+
+    def run(self, coro: Coroutine[Any, Any, Any]) -> Any:
+        return self.runner.run(coro)
+
+    def fetch(self, url: str, policy: FetchPolicy = LOCAL) -> FetchResult:
+        result: FetchResult = self.runner.run(self.fetcher.fetch(url, policy))
+        return result
+
+
+@pytest.fixture
+def client(
+    runner: asyncio.Runner, fetchers: dict[str, Fetcher], transport: TransportName
+) -> Client:
+    if transport not in fetchers:
+        fetchers[transport] = Fetcher(transport=transport)
+    return Client(runner, fetchers[transport])
+
+
+@pytest.fixture
+def fresh(runner: asyncio.Runner, transport: TransportName) -> Iterator[Client]:
+    """A client with its own fetcher: an empty robots cache."""
+    fetcher = Fetcher(transport=transport)
+    yield Client(runner, fetcher)
+    runner.run(fetcher.aclose())
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+# ------------------------------------------------------------------------------- basics
+
+
+def test_ok_page_uses_chosen_transport(client: Client, site: Site, transport: str) -> None:
+    site.routes["/page"] = reply(headers={"ETag": '"v1"', "X-Noise": "dropped"})
+    result = client.fetch(site.url("/page"))
+    assert client.fetcher.transport_name == transport
+    assert (result.outcome, result.reason, result.status) == ("ok", "ok", 200)
+    assert result.body == PAGE
+    assert result.final_url == result.url == site.url("/page")
+    assert result.redirects == []
+    assert result.headers == {
+        "content-type": "text/html; charset=utf-8",
+        "etag": '"v1"',
+        "content-length": str(len(PAGE)),
+    }
+    assert result.elapsed_ms > 0
+
+
+def test_sends_user_agent_and_no_cookies(client: Client, site: Site) -> None:
+    site.routes["/cookie"] = reply(headers={"Set-Cookie": "session=abc; Path=/"})
+    site.routes["/page"] = reply()
+    policy = FetchPolicy(allow_private_network=True, obey_robots=False, user_agent="probe/1.0")
+    client.fetch(site.url("/cookie"), policy)
+    client.fetch(site.url("/page"), policy)
+    headers = {k.lower(): v for k, v in site.requests[-1][1].items()}
+    assert headers["user-agent"] == "probe/1.0"
+    assert headers["accept-encoding"] == "gzip, deflate"
+    assert headers["accept"] == "text/html, application/xhtml+xml"
+    # the client is shared by every task in the container: cookies must not carry over
+    assert "cookie" not in headers
+
+
+@pytest.mark.parametrize(
+    ("status", "outcome"),
+    [(404, "fatal"), (410, "fatal"), (403, "fatal"), (500, "transient"), (502, "transient"),
+     (503, "transient"), (408, "transient")],
+)  # fmt: skip
+def test_error_statuses(client: Client, site: Site, status: int, outcome: str) -> None:
+    site.routes["/x"] = reply(status, b"error page")
+    result = client.fetch(site.url("/x"))
+    assert (result.status, result.outcome, result.reason) == (status, outcome, f"http_{status}")
+    assert result.body == b""
+    assert result.retry_after is None
+
+
+def test_429_retry_after_seconds(client: Client, site: Site) -> None:
+    site.routes["/x"] = reply(429, b"", {"Retry-After": "7"})
+    result = client.fetch(site.url("/x"))
+    assert (result.outcome, result.reason, result.retry_after) == ("throttle", "http_429", 7.0)
+    assert result.headers["retry-after"] == "7"
+
+
+def test_429_retry_after_http_date(client: Client, site: Site) -> None:
+    when = format_datetime(datetime.now(UTC) + timedelta(seconds=120), usegmt=True)
+    site.routes["/x"] = reply(429, b"", {"Retry-After": when})
+    result = client.fetch(site.url("/x"))
+    assert result.outcome == "throttle"
+    assert result.retry_after is not None
+    assert 110 <= result.retry_after <= 121
+
+
+def test_503_with_retry_after_is_throttle(client: Client, site: Site) -> None:
+    site.routes["/x"] = reply(503, b"", {"Retry-After": "30"})
+    result = client.fetch(site.url("/x"))
+    assert (result.outcome, result.retry_after) == ("throttle", 30.0)
+
+
+@pytest.mark.parametrize(
+    "url", ["ftp://example.com/", "http://", "not a url", "http://exa mple.com/", "mailto:a@b"]
+)
+def test_bad_urls(client: Client, url: str) -> None:
+    result = client.fetch(url)
+    assert (result.outcome, result.reason, result.status) == ("fatal", "bad_url", None)
+
+
+def test_connection_refused_is_transient(client: Client) -> None:
+    result = client.fetch(f"http://127.0.0.1:{free_port()}/", FAST)
+    assert (result.outcome, result.reason, result.status) == ("transient", "connect_error", None)
+
+
+def test_fetcher_survives_a_new_event_loop(site: Site, transport: TransportName) -> None:
+    site.routes["/page"] = reply()
+    fetcher = Fetcher(transport=transport)
+    first = asyncio.run(fetcher.fetch(site.url("/page"), LOCAL))
+    # a handler that calls asyncio.run per invocation gets a new loop each time
+    second = asyncio.run(fetcher.fetch(site.url("/page"), LOCAL))
+    asyncio.run(fetcher.aclose())
+    assert first.ok and second.ok
+
+
+# ------------------------------------------------------------------------------- redirects
+
+
+def test_relative_redirect(client: Client, site: Site) -> None:
+    site.routes["/a/start"] = redirect("../b/end")
+    site.routes["/b/end"] = reply()
+    result = client.fetch(site.url("/a/start"))
+    assert result.ok
+    assert result.final_url == site.url("/b/end")
+    assert result.redirects == [site.url("/b/end")]
+
+
+def test_redirect_chain_within_limit(client: Client, site: Site) -> None:
+    for i in range(3, 0, -1):
+        site.routes[f"/chain/{i}"] = redirect(f"/chain/{i - 1}", 301 if i % 2 else 307)
+    site.routes["/chain/0"] = reply()
+    policy = FetchPolicy(allow_private_network=True, obey_robots=False, max_redirects=3)
+    result = client.fetch(site.url("/chain/3"), policy)
+    assert result.ok
+    assert result.redirects == [site.url(f"/chain/{i}") for i in (2, 1, 0)]
+
+
+def test_too_many_redirects(client: Client, site: Site) -> None:
+    for i in range(3, 0, -1):
+        site.routes[f"/chain/{i}"] = redirect(f"/chain/{i - 1}")
+    site.routes["/chain/0"] = reply()
+    policy = FetchPolicy(allow_private_network=True, obey_robots=False, max_redirects=2)
+    result = client.fetch(site.url("/chain/3"), policy)
+    assert (result.outcome, result.reason, result.status) == ("fatal", "too_many_redirects", 302)
+    assert site.hits["/chain/0"] == 0
+
+
+def test_redirect_loop(client: Client, site: Site) -> None:
+    site.routes["/loop/a"] = redirect("/loop/b")
+    site.routes["/loop/b"] = redirect("/loop/a#again")
+    result = client.fetch(site.url("/loop/a"))
+    assert (result.outcome, result.reason) == ("fatal", "redirect_loop")
+    assert site.hits["/loop/a"] == 1
+
+
+def test_redirect_without_location(client: Client, site: Site) -> None:
+    site.routes["/x"] = reply(302, b"")
+    result = client.fetch(site.url("/x"))
+    assert (result.outcome, result.reason, result.status) == ("fatal", "redirect_no_location", 302)
+
+
+def test_redirect_to_other_scheme_is_bad_url(client: Client, site: Site) -> None:
+    site.routes["/x"] = redirect("ftp://127.0.0.1/file")
+    assert client.fetch(site.url("/x")).reason == "bad_url"
+
+
+def test_off_domain_hop_blocked(client: Client, site: Site) -> None:
+    site.routes["/start"] = redirect(site.url("/page", host="localhost"))
+    site.routes["/page"] = reply()
+    policy = FetchPolicy(
+        allow_private_network=True, obey_robots=False, allowed_domains=("127.0.0.1",)
+    )
+    result = client.fetch(site.url("/start"), policy)
+    assert (result.outcome, result.reason) == ("fatal", "off_domain")
+    assert result.redirects == []
+    assert site.hits["/page"] == 0
+
+
+def test_private_address_blocked_by_default(client: Client, site: Site) -> None:
+    site.routes["/page"] = reply()
+    result = client.fetch(site.url("/page"), FetchPolicy(obey_robots=False))
+    assert (result.outcome, result.reason, result.status) == ("fatal", "network_guard", None)
+    assert "loopback" in result.detail
+    assert site.hits["/page"] == 0
+
+
+def test_redirect_hop_to_private_address_blocked(
+    runner: asyncio.Runner, site: Site, transport: TransportName
+) -> None:
+    # 127.0.0.1 plays "the internet"; its redirect to another loopback address is the attack
+    guard = NetworkGuard.with_exemptions(["127.0.0.1/32"])
+    site.routes["/start"] = redirect(f"http://127.0.0.2:{site.port}/admin")
+    fetcher = Fetcher(transport=transport, guard=guard)
+    try:
+        result = runner.run(fetcher.fetch(site.url("/start"), FetchPolicy(obey_robots=False)))
+    finally:
+        runner.run(fetcher.aclose())
+    assert (result.outcome, result.reason) == ("fatal", "network_guard")
+    assert result.final_url == site.url("/start")
+    assert "127.0.0.2 is loopback" in result.detail
+
+
+def test_redirect_to_cloud_metadata_blocked_even_when_private_allowed(
+    client: Client, site: Site
+) -> None:
+    site.routes["/start"] = redirect("http://169.254.169.254/latest/meta-data/")
+    result = client.fetch(site.url("/start"))
+    assert (result.reason, result.detail) == (
+        "network_guard",
+        "169.254.169.254 -> 169.254.169.254 is cloud_metadata",
+    )
+
+
+@pytest.mark.skipif(not aiohttp_available(), reason="httpx-aiohttp not installed")
+def test_aiohttp_connects_to_the_checked_address(runner: asyncio.Runner, site: Site) -> None:
+    # "site.test" exists only in this resolver: the connection can only succeed if the
+    # transport uses the addresses the guard checked instead of resolving again (rebinding)
+    async def resolve(host: str, port: int) -> list[str]:
+        assert host == "site.test"
+        return ["127.0.0.1"]
+
+    site.routes["/page"] = reply()
+    fetcher = Fetcher(transport="aiohttp", guard=NetworkGuard(resolve=resolve))
+    try:
+        result = runner.run(fetcher.fetch(site.url("/page", host="site.test"), LOCAL))
+    finally:
+        runner.run(fetcher.aclose())
+    assert result.ok, result
+
+
+# ------------------------------------------------------------------------------- caps
+
+
+def small(max_bytes: int = 100_000, **kw: Any) -> FetchPolicy:
+    return FetchPolicy(
+        allow_private_network=True, obey_robots=False, max_bytes=max_bytes, **kw
+    )
+
+
+def test_declared_length_over_cap_refused_before_reading(client: Client, site: Site) -> None:
+    size = 2_000_000
+    site.routes["/big"] = raw(
+        f"HTTP/1.1 200 OK\nContent-Type: text/html\nContent-Length: {size}",
+        lambda: iter([b"x" * 50_000] * (size // 50_000)),
+        delay=0.02,
+    )
+    started = time.perf_counter()
+    result = client.fetch(site.url("/big"), small())
+    assert (result.outcome, result.reason, result.status) == ("fatal", "too_large", 200)
+    assert result.body == b""
+    assert time.perf_counter() - started < 0.5  # the 0.8 s body was not waited for
+
+
+def test_understated_length_never_yields_more(client: Client, site: Site) -> None:
+    # the header lies low: framing stops at the declared length, the rest is never read
+    site.routes["/lie"] = raw(
+        "HTTP/1.1 200 OK\nContent-Type: text/html\nContent-Length: 10\nConnection: close",
+        lambda: iter([b"0123456789", b"y" * 500_000]),
+    )
+    result = client.fetch(site.url("/lie"), small())
+    assert result.ok
+    assert result.body == b"0123456789"
+
+
+def test_close_delimited_body_over_cap(client: Client, site: Site) -> None:
+    site.routes["/stream"] = raw(
+        "HTTP/1.1 200 OK\nContent-Type: text/html\nConnection: close",
+        lambda: iter([b"z" * 20_000] * 50),
+    )
+    result = client.fetch(site.url("/stream"), small())
+    assert (result.outcome, result.reason) == ("fatal", "too_large")
+
+
+def chunked(pieces: list[bytes]) -> Callable[[], Iterator[bytes]]:
+    def gen() -> Iterator[bytes]:
+        for piece in pieces:
+            yield f"{len(piece):x}\r\n".encode() + piece + b"\r\n"
+        yield b"0\r\n\r\n"
+
+    return gen
+
+
+CHUNKED_HEAD = "HTTP/1.1 200 OK\nContent-Type: text/html\nTransfer-Encoding: chunked"
+
+
+def test_chunked_over_cap(client: Client, site: Site) -> None:
+    site.routes["/chunked"] = raw(CHUNKED_HEAD, chunked([b"c" * 16_384] * 64))
+    result = client.fetch(site.url("/chunked"), small())
+    assert (result.outcome, result.reason) == ("fatal", "too_large")
+
+
+def test_chunked_under_cap(client: Client, site: Site) -> None:
+    site.routes["/chunked"] = raw(CHUNKED_HEAD, chunked([b"a" * 1000, b"b" * 2000]))
+    result = client.fetch(site.url("/chunked"), small())
+    assert result.ok
+    assert result.body == b"a" * 1000 + b"b" * 2000
+
+
+# 20 MB of zeros in ~20 KB: the classic bomb
+BOMB = gzip.compress(b"\0" * 20_000_000, 9)
+
+
+def test_gzip_bomb(client: Client, site: Site) -> None:
+    assert len(BOMB) < 100_000
+    site.routes["/bomb"] = reply(body=BOMB, headers={"Content-Encoding": "gzip"})
+    started = time.perf_counter()
+    result = client.fetch(site.url("/bomb"), small(1_000_000))
+    assert (result.outcome, result.reason) == ("fatal", "too_large")
+    assert "decoded" in result.detail
+    assert time.perf_counter() - started < 1.0
+
+
+def test_gzip_and_deflate_decoded(client: Client, site: Site) -> None:
+    page = PAGE * 100
+    site.routes["/gz"] = reply(body=gzip.compress(page), headers={"Content-Encoding": "gzip"})
+    raw_deflate = zlib.compressobj(wbits=-zlib.MAX_WBITS)
+    body = raw_deflate.compress(page) + raw_deflate.flush()
+    site.routes["/deflate"] = reply(body=body, headers={"Content-Encoding": "deflate"})
+    for path in ("/gz", "/deflate"):
+        result = client.fetch(site.url(path))
+        assert result.ok, result
+        assert result.body == page
+
+
+def test_wire_cap_separate_from_decoded_cap(client: Client, site: Site) -> None:
+    page = bytes(range(256)) * 200  # 51 KB that barely compresses
+    site.routes["/gz"] = reply(body=gzip.compress(page), headers={"Content-Encoding": "gzip"})
+    result = client.fetch(site.url("/gz"), small(1_000_000, max_compressed_bytes=10_000))
+    assert (result.outcome, result.reason) == ("fatal", "too_large")
+
+
+def test_corrupt_gzip_and_unknown_coding(client: Client, site: Site) -> None:
+    site.routes["/bad"] = reply(body=b"not gzip at all", headers={"Content-Encoding": "gzip"})
+    site.routes["/br"] = reply(body=b"\x1b\x00", headers={"Content-Encoding": "br"})
+    assert client.fetch(site.url("/bad")).reason == "decode_error"
+    assert client.fetch(site.url("/br")).reason == "bad_encoding"
+
+
+# ------------------------------------------------------------------------------- content type
+
+
+def test_content_type_refused_without_reading_body(client: Client, site: Site) -> None:
+    site.routes["/file.pdf"] = raw(
+        "HTTP/1.1 200 OK\nContent-Type: application/pdf\nContent-Length: 4000000",
+        lambda: iter([b"%PDF" + b"p" * 99_996] * 40),
+        delay=0.05,
+    )
+    started = time.perf_counter()
+    result = client.fetch(site.url("/file.pdf"))
+    assert (result.outcome, result.reason, result.status) == ("fatal", "content_type", 200)
+    assert result.body == b""
+    assert result.headers["content-type"] == "application/pdf"
+    assert time.perf_counter() - started < 0.5  # the body would take 2 s
+    deadline = time.monotonic() + 3
+    while not site.aborted and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert site.aborted == ["/file.pdf"]  # the connection was dropped, not drained
+
+
+def test_missing_content_type_refused(client: Client, site: Site) -> None:
+    site.routes["/x"] = reply(content_type=None)
+    assert client.fetch(site.url("/x")).reason == "content_type"
+
+
+def test_content_type_allow_list_is_configurable(client: Client, site: Site) -> None:
+    site.routes["/x.txt"] = reply(body=b"plain", content_type="text/plain")
+    policy = FetchPolicy(
+        allow_private_network=True, obey_robots=False, allowed_content_types=("text/*",)
+    )
+    assert client.fetch(site.url("/x.txt"), policy).body == b"plain"
+
+
+# ------------------------------------------------------------------------------- timeouts
+
+
+def test_read_timeout(client: Client, site: Site) -> None:
+    site.routes["/slow"] = sleepy(1.0)
+    started = time.perf_counter()
+    result = client.fetch(site.url("/slow"), FAST)
+    assert (result.outcome, result.reason, result.status) == ("transient", "timeout", None)
+    assert time.perf_counter() - started < 0.8
+
+
+def test_total_timeout_bounds_a_trickling_body(client: Client, site: Site) -> None:
+    # each byte comes well within the read timeout; only the total deadline can stop this
+    site.routes["/trickle"] = raw(
+        "HTTP/1.1 200 OK\nContent-Type: text/html\nContent-Length: 100",
+        lambda: iter([b"t"] * 100),
+        delay=0.03,
+    )
+    policy = FetchPolicy(
+        allow_private_network=True,
+        obey_robots=False,
+        read_timeout=0.5,
+        total_timeout=0.4,
+    )
+    started = time.perf_counter()
+    result = client.fetch(site.url("/trickle"), policy)
+    assert (result.outcome, result.reason, result.status) == ("transient", "timeout", 200)
+    assert time.perf_counter() - started < 1.0
+
+
+# ------------------------------------------------------------------------------- concurrency
+
+
+def test_fetch_many_runs_concurrently(client: Client, site: Site) -> None:
+    site.routes.update({f"/p{i}": sleepy(0.2) for i in range(30)})
+    urls = [site.url(f"/p{i}") for i in range(30)]
+    started = time.perf_counter()
+    results = client.run(client.fetcher.fetch_many(urls, LOCAL, concurrency=30))
+    elapsed = time.perf_counter() - started
+    assert [r.url for r in results] == urls
+    assert all(r.ok for r in results)
+    assert elapsed < 1.5, f"30 x 0.2 s took {elapsed:.2f} s: not concurrent"
+
+
+def test_fetch_many_respects_concurrency(client: Client, site: Site) -> None:
+    site.routes.update({f"/p{i}": sleepy(0.1) for i in range(6)})
+    urls = [site.url(f"/p{i}") for i in range(6)]
+    started = time.perf_counter()
+    results = client.run(client.fetcher.fetch_many(urls, LOCAL, concurrency=2))
+    assert all(r.ok for r in results)
+    assert time.perf_counter() - started >= 0.3  # three waves of two
+
+
+# ------------------------------------------------------------------------------- robots.txt
+
+ROBOTS = FetchPolicy(allow_private_network=True, obey_robots=True)
+
+
+def robots(text: str, status: int = 200) -> Handler:
+    return reply(status, text.encode(), content_type="text/plain")
+
+
+def test_robots_allow_and_disallow(fresh: Client, site: Site) -> None:
+    site.routes["/robots.txt"] = robots("User-agent: *\nDisallow: /private\n")
+    site.routes["/public"] = reply()
+    site.routes["/private/x"] = reply()
+    assert fresh.fetch(site.url("/public"), ROBOTS).ok
+    result = fresh.fetch(site.url("/private/x"), ROBOTS)
+    assert (result.outcome, result.reason, result.status) == ("fatal", "robots_disallowed", None)
+    assert site.hits["/private/x"] == 0
+
+
+def test_robots_group_for_our_user_agent(fresh: Client, site: Site) -> None:
+    site.routes["/robots.txt"] = robots(
+        "User-agent: stepcrawl\nDisallow: /\n\nUser-agent: *\nAllow: /\n"
+    )
+    site.routes["/page"] = reply()
+    assert fresh.fetch(site.url("/page"), ROBOTS).reason == "robots_disallowed"
+    other = FetchPolicy(allow_private_network=True, user_agent="otherbot/2.0")
+    assert fresh.fetch(site.url("/page"), other).ok
+
+
+def test_robots_404_allows_all(fresh: Client, site: Site) -> None:
+    site.routes["/page"] = reply()  # /robots.txt is the default 404
+    assert fresh.fetch(site.url("/page"), ROBOTS).ok
+    assert site.hits["/robots.txt"] == 1
+
+
+@pytest.mark.parametrize("status", [500, 503, 429])
+def test_robots_server_error_disallows_all(fresh: Client, site: Site, status: int) -> None:
+    site.routes["/robots.txt"] = robots("oops", status)
+    site.routes["/page"] = reply()
+    policy = FetchPolicy(allow_private_network=True, robots_error_ttl=60)
+    result = fresh.fetch(site.url("/page"), policy)
+    assert (result.outcome, result.reason) == ("transient", "robots_unavailable")
+    assert result.retry_after is not None
+    assert 55 < result.retry_after <= 60
+    assert site.hits["/page"] == 0
+
+
+def test_robots_timeout_disallows_all(fresh: Client, site: Site) -> None:
+    site.routes["/robots.txt"] = sleepy(1.0, robots("User-agent: *\nAllow: /\n"))
+    site.routes["/page"] = reply()
+    policy = FetchPolicy(allow_private_network=True, read_timeout=0.2, total_timeout=2)
+    result = fresh.fetch(site.url("/page"), policy)
+    assert result.reason == "robots_unavailable"
+    assert "timeout" in result.detail
+
+
+def test_robots_fetched_once_for_many_concurrent_fetches(fresh: Client, site: Site) -> None:
+    site.routes["/robots.txt"] = sleepy(0.1, robots("User-agent: *\nDisallow: /no\n"))
+    site.routes.update({f"/p{i}": reply() for i in range(20)})
+    urls = [site.url(f"/p{i}") for i in range(20)] + [site.url("/no")]
+    results = fresh.run(fresh.fetcher.fetch_many(urls, ROBOTS, concurrency=21))
+    assert [r.reason for r in results] == ["ok"] * 20 + ["robots_disallowed"]
+    results = fresh.run(fresh.fetcher.fetch_many(urls[:5], ROBOTS, concurrency=5))
+    assert all(r.ok for r in results)
+    assert site.hits["/robots.txt"] == 1
+    assert fresh.fetcher.robots_cache.downloads == 1
+
+
+def test_robots_cache_expires(fresh: Client, site: Site) -> None:
+    site.routes["/robots.txt"] = robots("User-agent: *\nAllow: /\n")
+    site.routes["/page"] = reply()
+    policy = FetchPolicy(allow_private_network=True, robots_ttl=0.05)
+    fresh.fetch(site.url("/page"), policy)
+    time.sleep(0.1)
+    fresh.fetch(site.url("/page"), policy)
+    assert site.hits["/robots.txt"] == 2
+
+
+def test_robots_per_origin(fresh: Client, site: Site) -> None:
+    site.routes["/robots.txt"] = robots("User-agent: *\nAllow: /\n")
+    site.routes["/page"] = reply()
+    fresh.fetch(site.url("/page"), ROBOTS)
+    fresh.fetch(site.url("/page", host="localhost"), ROBOTS)
+    assert site.hits["/robots.txt"] == 2
+
+
+def test_crawl_delay(fresh: Client, site: Site) -> None:
+    site.routes["/robots.txt"] = robots("User-agent: *\nCrawl-delay: 2.5\nDisallow: /x\n")
+    assert fresh.run(fresh.fetcher.crawl_delay(site.url("/any"), ROBOTS)) == 2.5
+    rules = fresh.run(fresh.fetcher.robots(site.url("/any"), ROBOTS))
+    assert rules.state == "parsed"
+    assert not rules.can_fetch(site.url("/x"), ROBOTS.user_agent)
+
+
+def test_robots_redirect_followed(fresh: Client, site: Site) -> None:
+    site.routes["/robots.txt"] = redirect("/real-robots.txt", 301)
+    site.routes["/real-robots.txt"] = robots("User-agent: *\nDisallow: /x\n")
+    site.routes["/page"] = reply()
+    assert fresh.fetch(site.url("/page"), ROBOTS).ok
+    assert fresh.fetch(site.url("/x"), ROBOTS).reason == "robots_disallowed"
+
+
+def test_robots_redirect_loop_allows_all(fresh: Client, site: Site) -> None:
+    site.routes["/robots.txt"] = redirect("/robots.txt?again")
+    site.routes["/page"] = reply()
+    # the loop key ignores nothing but fragments, so the query makes a 2-step loop
+    assert fresh.fetch(site.url("/page"), ROBOTS).ok
+
+
+def test_robots_beyond_500_kib_ignored(fresh: Client, site: Site) -> None:
+    filler = "# padding line\n" * (600 * 1024 // 15)
+    text = "User-agent: *\nDisallow: /early\n" + filler + "Disallow: /late\n"
+    site.routes["/robots.txt"] = robots(text)
+    site.routes["/late"] = reply()
+    assert fresh.fetch(site.url("/early"), ROBOTS).reason == "robots_disallowed"
+    assert fresh.fetch(site.url("/late"), ROBOTS).ok
+
+
+def test_robots_checked_on_redirect_target(fresh: Client, site: Site) -> None:
+    site.routes["/robots.txt"] = robots("User-agent: *\nDisallow: /secret\n")
+    site.routes["/go"] = redirect("/secret/page")
+    result = fresh.fetch(site.url("/go"), ROBOTS)
+    assert result.reason == "robots_disallowed"
+    assert site.hits["/secret/page"] == 0

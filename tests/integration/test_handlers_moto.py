@@ -1,0 +1,207 @@
+"""The real Lambda handlers, driven by SQS events from moto, for a whole compiled run.
+
+moto plays SQS, DynamoDB, S3 and Step Functions (executing the compiled definition); a small
+poller plays Lambda's event-source mappings with the exact SQS event shape and partial batch
+responses, against the demo shop on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import boto3
+import pytest
+import yaml
+from aws_lambda_powertools.utilities.parser.models import SqsModel
+from moto import mock_aws
+
+from stepcrawl import names
+from stepcrawl.compiler import compile_pipeline, definition_json, substitute
+from stepcrawl.crawl.paths import items_prefix
+from stepcrawl.demo import DemoSite, ShopModel
+from stepcrawl.local import apply_moto_patches
+from stepcrawl.pipeline import Pipeline
+from stepcrawl.runtime import services_from_env
+
+ROOT = Path(__file__).resolve().parents[2]
+REGION = "us-east-1"
+pytestmark = pytest.mark.moto
+
+
+def load_handler(name: str) -> ModuleType:
+    path = ROOT / "functions" / name / "handler.py"
+    spec = importlib.util.spec_from_file_location(f"handler_{name}", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@dataclass
+class FakeContext:
+    function_name: str
+    memory_limit_in_mb: int = 1024
+    aws_request_id: str = ""
+    log_group_name: str = "/aws/lambda/test"
+    log_stream_name: str = "test"
+
+    @property
+    def invoked_function_arn(self) -> str:
+        return f"arn:aws:lambda:{REGION}:123456789012:function:{self.function_name}"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 60_000
+
+
+class Mapping:
+    """One event-source mapping: receive a batch, invoke, delete what succeeded."""
+
+    def __init__(self, sqs: Any, queue_url: str, handler: ModuleType, batch: int) -> None:
+        self.sqs = sqs
+        self.queue_url = queue_url
+        self.arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])[
+            "Attributes"
+        ]["QueueArn"]
+        self.handler = handler
+        self.batch = batch
+        self.invocations = 0
+
+    def poll(self) -> int:
+        raw = self.sqs.receive_message(
+            QueueUrl=self.queue_url,
+            MaxNumberOfMessages=min(10, self.batch),
+            AttributeNames=["All"],
+            VisibilityTimeout=30,
+        )
+        messages = raw.get("Messages", [])
+        if not messages:
+            return 0
+        event = {
+            "Records": [
+                {
+                    "messageId": m["MessageId"],
+                    "receiptHandle": m["ReceiptHandle"],
+                    "body": m["Body"],
+                    "attributes": m.get("Attributes", {}),
+                    "messageAttributes": {},
+                    "md5OfBody": m["MD5OfBody"],
+                    "eventSource": "aws:sqs",
+                    "eventSourceARN": self.arn,
+                    "awsRegion": REGION,
+                }
+                for m in messages
+            ]
+        }
+        SqsModel.model_validate(event)  # the exact shape Lambda delivers
+        self.invocations += 1
+        context = FakeContext(self.handler.__name__, aws_request_id=str(uuid.uuid4()))
+        response = self.handler.handler(event, context)
+        failed = {f["itemIdentifier"] for f in response.get("batchItemFailures", [])}
+        for m in messages:
+            if m["MessageId"] not in failed:
+                self.sqs.delete_message(QueueUrl=self.queue_url, ReceiptHandle=m["ReceiptHandle"])
+        return len(messages)
+
+
+@pytest.fixture
+def aws(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[dict[str, Any]]:
+    for key, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": REGION,
+        "POWERTOOLS_TRACE_DISABLED": "true",
+        "POWERTOOLS_METRICS_NAMESPACE": names.METRICS_NAMESPACE,
+        "POWERTOOLS_LOG_LEVEL": "WARNING",
+    }.items():
+        monkeypatch.setenv(key, value)
+    apply_moto_patches()
+    with mock_aws(config={"stepfunctions": {"execute_state_machine": True}}):
+        sqs = boto3.client("sqs", region_name=REGION)
+        ddb = boto3.client("dynamodb", region_name=REGION)
+        s3 = boto3.client("s3", region_name=REGION)
+        queues = {
+            name: sqs.create_queue(QueueName=f"stepcrawl-{name}")["QueueUrl"]
+            for name in ("control", "fetch", "parse")
+        }
+        ddb.create_table(
+            TableName="stepcrawl",
+            KeySchema=[
+                {"AttributeName": "pk", "KeyType": "HASH"},
+                {"AttributeName": "sk", "KeyType": "RANGE"},
+            ],
+            AttributeDefinitions=[
+                {"AttributeName": "pk", "AttributeType": "S"},
+                {"AttributeName": "sk", "AttributeType": "S"},
+            ],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        s3.create_bucket(Bucket="stepcrawl-data")
+        monkeypatch.setenv(names.ENV_TABLE, "stepcrawl")
+        monkeypatch.setenv(names.ENV_BUCKET, "stepcrawl-data")
+        monkeypatch.setenv(names.ENV_FETCH_QUEUE_URL, queues["fetch"])
+        monkeypatch.setenv(names.ENV_PARSE_QUEUE_URL, queues["parse"])
+        monkeypatch.setenv(names.ENV_PIPELINES_DIR, str(tmp_path))
+        services_from_env.cache_clear()
+        yield {"sqs": sqs, "s3": s3, "queues": queues, "dir": tmp_path}
+        services_from_env.cache_clear()
+
+
+def crawl_only_pipeline(site_url: str, directory: Path) -> Pipeline:
+    data = yaml.safe_load((ROOT / "pipelines" / "demo-shop.yaml").read_text(encoding="utf-8"))
+    crawl = data["tasks"][0]
+    crawl["seeds"] = [site_url]
+    crawl["allow_private_network"] = True
+    data["tasks"] = [crawl]
+    (directory / f"{data['name']}.yaml").write_text(yaml.safe_dump(data), encoding="utf-8")
+    return Pipeline.model_validate(data)
+
+
+def test_a_compiled_run_through_the_real_handlers(aws: dict[str, Any]) -> None:
+    sfn = boto3.client("stepfunctions", region_name=REGION)
+    with DemoSite(slow_delay=0.05) as site:
+        pipeline = crawl_only_pipeline(site.url, aws["dir"])
+        definition = substitute(
+            compile_pipeline(pipeline),
+            {
+                names.PLACEHOLDER_CONTROL_QUEUE_URL: aws["queues"]["control"],
+                names.PLACEHOLDER_TABLE_NAME: "stepcrawl",
+            },
+        )
+        machine = sfn.create_state_machine(
+            name=pipeline.name,
+            definition=definition_json(definition),
+            roleArn="arn:aws:iam::123456789012:role/stepcrawl",
+        )["stateMachineArn"]
+        execution = sfn.start_execution(stateMachineArn=machine, name="run-1")["executionArn"]
+        mappings = [
+            Mapping(aws["sqs"], aws["queues"]["control"], load_handler("dispatch"), 1),
+            Mapping(aws["sqs"], aws["queues"]["fetch"], load_handler("fetch"), 10),
+            Mapping(aws["sqs"], aws["queues"]["parse"], load_handler("parse"), 5),
+        ]
+        deadline = time.monotonic() + 90
+        status = "RUNNING"
+        while status == "RUNNING" and time.monotonic() < deadline:
+            moved = sum(m.poll() for m in mappings)
+            status = sfn.describe_execution(executionArn=execution)["status"]
+            if not moved:
+                time.sleep(0.1)
+        desc = sfn.describe_execution(executionArn=execution)
+        assert desc["status"] == "SUCCEEDED", desc
+    items = []
+    s3 = aws["s3"]
+    prefix = items_prefix(pipeline.name, "run-1", "crawl_shop")
+    for entry in s3.list_objects_v2(Bucket="stepcrawl-data", Prefix=prefix).get("Contents", []):
+        body = s3.get_object(Bucket="stepcrawl-data", Key=entry["Key"])["Body"].read()
+        items += [json.loads(line) for line in body.decode().splitlines()]
+    expected = ShopModel().expected_items()
+    assert sorted(i["sku"] for i in items) == sorted(e["sku"] for e in expected)
+    assert all(m.invocations for m in mappings)
