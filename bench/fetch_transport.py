@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gzip
 import statistics
 import subprocess
@@ -72,10 +73,8 @@ def serve(size: int, compress: bool) -> None:
         threading.Thread(
             target=lambda: (sys.stdin.read(), loop.call_soon_threadsafe(done.set)), daemon=True
         ).start()
-        try:
+        with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(done.wait(), SERVER_LIFETIME_S)
-        except TimeoutError:
-            pass
         server.close()
 
     asyncio.run(main())

@@ -9,6 +9,9 @@
     │   └── SubstitutionError ...... a compiled definition still has unfilled ${Placeholders}
     ├── RetryableError ......... transient: try the same work again later, with backoff
     ├── FatalError ............. permanent for this unit of work: record it, never retry
+    │   ├── CorruptItemsError ...... a stored JSONL object has a line that is not an object
+    │   ├── TransformError ......... an operation with on_error: fail met a bad value
+    │   └── LoadError .............. a load cannot run (bad prefix placeholder, no pyarrow)
     └── IgnorableError ......... nothing to do (e.g. a duplicate delivery already handled)
 
 Workers catch the three lower branches and act on the class alone; a ``ConfigError`` reaches
@@ -22,14 +25,17 @@ from pathlib import Path
 
 __all__ = [
     "ConfigError",
+    "CorruptItemsError",
     "FatalError",
     "IgnorableError",
     "InvalidPipelineError",
     "Issue",
+    "LoadError",
     "RetryableError",
     "ScheduleExpressionError",
     "StepcrawlError",
     "SubstitutionError",
+    "TransformError",
 ]
 
 Loc = tuple[str | int, ...]
@@ -119,6 +125,24 @@ class RetryableError(StepcrawlError):
 
 class FatalError(StepcrawlError):
     """Permanent failure for one unit of work: record it and do not retry."""
+
+
+class CorruptItemsError(FatalError):
+    """A stored JSONL object has a line that is not a JSON object."""
+
+    def __init__(self, key: str, line: int, reason: str) -> None:
+        self.key = key
+        self.line = line
+        self.reason = reason
+        super().__init__(f"{key}, line {line}: {reason}")
+
+
+class TransformError(FatalError):
+    """An operation with ``on_error: fail`` met a value it cannot convert."""
+
+
+class LoadError(FatalError):
+    """A load cannot run at all (bad prefix placeholder, pyarrow missing for parquet)."""
 
 
 class IgnorableError(StepcrawlError):

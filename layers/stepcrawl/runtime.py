@@ -35,6 +35,7 @@ def _env(name: str) -> str:
 def services_from_env() -> CrawlServices:
     """The AWS-backed services of this container (cached: clients are reused)."""
     from stepcrawl.storage.aws import (  # noqa: PLC0415 - boto3 only where AWS is used
+        DynamoBatchWriter,
         DynamoTable,
         S3BlobStore,
         SfnTokens,
@@ -56,6 +57,7 @@ def services_from_env() -> CrawlServices:
         registry=DirectoryRegistry(os.environ.get(ENV_PIPELINES_DIR, "pipelines")),
         meter=meter,
         config=config,
+        table_writers=lambda table: DynamoBatchWriter(table, meter=meter),
     )
 
 

@@ -32,7 +32,7 @@ from stepcrawl.crawl import (
 )
 from stepcrawl.crawl.accounting import maybe_finish
 from stepcrawl.crawl.frontier import sweep
-from stepcrawl.crawl.paths import items_prefix
+from stepcrawl.crawl.items import iter_task_items
 from stepcrawl.demo import DemoSite, ShopModel
 from stepcrawl.fetch import Fetcher
 from stepcrawl.pipeline import Pipeline
@@ -47,15 +47,25 @@ class Crash(Exception):  # noqa: N818 - a simulated process death, not an error
 
 
 class Chaos:
-    """Decides, per side effect, whether the process 'dies' before or after it."""
+    """Per delivery: with probability ``rate``, the process 'dies' at a random side effect
+    (before or after it happens), as a crashing Lambda invocation would."""
 
     def __init__(self, rate: float, seed: int) -> None:
         self.rate = rate
         self.rng = random.Random(seed)
         self.crashes = 0
+        self.countdown: int | None = None
+
+    def arm(self) -> None:
+        crash = self.rate and self.rng.random() < self.rate
+        self.countdown = self.rng.randint(1, 60) if crash else None
 
     def maybe(self) -> None:
-        if self.rate and self.rng.random() < self.rate:
+        if self.countdown is None:
+            return
+        self.countdown -= 1
+        if self.countdown == 0:
+            self.countdown = None
             self.crashes += 1
             raise Crash
 
@@ -83,12 +93,12 @@ class ChaosProxy:
         return wrapped
 
 
-def demo_pipeline(site_url: str) -> Pipeline:
+def demo_pipeline(site_url: str, *, whole: bool = False) -> Pipeline:
     data = yaml.safe_load((ROOT / "pipelines" / "demo-shop.yaml").read_text(encoding="utf-8"))
     crawl = data["tasks"][0]
     crawl["seeds"] = [site_url]
-    crawl["allow_private_network"] = True
-    data["tasks"] = [crawl]
+    if not whole:
+        data["tasks"] = [crawl]
     return Pipeline.model_validate(data)
 
 
@@ -109,10 +119,17 @@ class Pump:
     """Plays SQS + Lambda for the stages, with optional duplicates and crashes."""
 
     def __init__(
-        self, services: CrawlServices, clock: FakeClock, *, duplicate: float = 0.0, seed: int = 1
+        self,
+        services: CrawlServices,
+        clock: FakeClock,
+        chaos: Chaos | None,
+        *,
+        duplicate: float = 0.0,
+        seed: int = 1,
     ) -> None:
         self.services = services
         self.clock = clock
+        self.chaos = chaos
         self.fetcher = Fetcher()
         self.loop = asyncio.new_event_loop()
         self.duplicate = duplicate
@@ -123,6 +140,8 @@ class Pump:
         """Run until it succeeds (a crash means redelivery); maybe deliver again."""
         for _ in range(200):
             self.deliveries += 1
+            if self.chaos is not None:
+                self.chaos.arm()
             try:
                 work()
                 break
@@ -135,6 +154,8 @@ class Pump:
 
     def deliver_plain(self, work: Callable[[], object]) -> None:
         for _ in range(200):
+            if self.chaos is not None:
+                self.chaos.arm()
             try:
                 work()
                 return
@@ -158,17 +179,32 @@ class Pump:
                 bundle = ParseBundle.model_validate_json(message.body)
                 self.deliver(lambda b=bundle: process_bundle(self.services, b))  # type: ignore[misc]
             if not fetched and not parsed:
-                if self.sweep(pipeline, task):
+                # A sweep whose feeder crashed after sending sent something all the same.
+                if self.sweep(pipeline, task) or self.pending():
                     continue
                 # A crashed feeder's shard lease blocks feeding until it expires, as on AWS:
-                # let the (fake) clock pass the lease time, as the periodic sweep would.
-                self.clock.advance(self.services.config.lease_seconds + 1)
-                if self.sweep(pipeline, task):
+                # let the (fake) clock pass the lease time, as the periodic sweep would (and
+                # again, since the chaos may crash that sweep's feeder too).
+                if self.sweep_later(pipeline, task):
                     continue
                 ratio = pipeline.settings_for(task).limits.max_error_ratio
                 self.deliver_plain(lambda r=ratio: maybe_finish(self.services, RUN, task, r))  # type: ignore[misc]
                 return
         raise AssertionError("the crawl did not settle")
+
+    def sweep_later(self, pipeline: Pipeline, task: str, tries: int = 10) -> int:
+        for _ in range(tries):
+            self.clock.advance(self.services.config.lease_seconds + 1)
+            sent = self.sweep(pipeline, task)
+            if sent or self.pending():
+                return max(sent, 1)
+        return 0
+
+    def pending(self) -> int:
+        return sum(
+            _inner(q).approximate_depth()
+            for q in (self.services.fetch_queue, self.services.parse_queue)
+        )
 
     def sweep(self, pipeline: Pipeline, task: str) -> int:
         sent = 0
@@ -192,9 +228,12 @@ class Pump:
         self.loop.close()
 
 
+def _inner(obj: Any) -> Any:
+    return obj._inner if isinstance(obj, ChaosProxy) else obj
+
+
 def _drain(queue: Any) -> list[Any]:
-    inner = queue._inner if isinstance(queue, ChaosProxy) else queue
-    drained: list[Any] = inner.drain()
+    drained: list[Any] = _inner(queue).drain()
     return drained
 
 
@@ -208,9 +247,9 @@ def make_services(
 ) -> CrawlServices:
     meter = Meter()
     table: Any = MemoryTable(meter)
-    fetch_q: Any = MemoryQueue()
-    parse_q: Any = MemoryQueue()
-    blobs: Any = MemoryBlobStore()
+    fetch_q: Any = MemoryQueue(meter)
+    parse_q: Any = MemoryQueue(meter)
+    blobs: Any = MemoryBlobStore(meter)
     if chaos is not None:
         table, fetch_q, parse_q, blobs = (
             ChaosProxy(x, chaos) for x in (table, fetch_q, parse_q, blobs)
@@ -230,14 +269,14 @@ def make_services(
 
 def control(pipeline: Pipeline, task: str) -> ControlMessage:
     return ControlMessage(
+        task_type=pipeline.task(task).type,
         v=1,
         pipeline=pipeline.name,
         pipeline_version=pipeline.version_hash(),
         run_id=RUN,
         execution_arn=f"arn:aws:states:us-east-1:123456789012:execution:{pipeline.name}:{RUN}",
         task_id=task,
-        task_type="crawl",
-        task_token="token-1",
+        task_token=f"token-{task}",
     )
 
 
@@ -249,19 +288,16 @@ def crawl(
     chaos = Chaos(crash, seed) if crash else None
     clock = FakeClock()
     services = make_services(pipeline, clock, chaos)
-    pump = Pump(services, clock, duplicate=duplicate, seed=seed)
+    pump = Pump(services, clock, chaos, duplicate=duplicate, seed=seed)
     try:
         pump.deliver(lambda: handle_control(services, control(pipeline, "crawl_shop")))
         pump.run(pipeline, "crawl_shop")
     finally:
         pump.close()
-    blobs = services.blobs._inner if isinstance(services.blobs, ChaosProxy) else services.blobs
-    table = services.table._inner if isinstance(services.table, ChaosProxy) else services.table
+    blobs, table = _inner(services.blobs), _inner(services.table)
     tokens = services.tokens
     assert isinstance(tokens, MemoryTokens)
-    items = []
-    for key in blobs.list(items_prefix(pipeline.name, RUN, "crawl_shop")):
-        items += [json.loads(line) for line in blobs.get(key).decode().splitlines()]
+    items = list(iter_task_items(blobs, pipeline.name, RUN, "crawl_shop"))
     states = {
         item["url"]: item["state"] for item in table.items.values() if item["pk"].startswith("URL#")
     }
@@ -298,13 +334,47 @@ def test_clean_crawl_extracts_every_product_once_and_finishes_once(site: DemoSit
     assert not any("example.invalid" in url for url in result["states"]), "never off-site"
 
 
-@pytest.mark.parametrize("seed", [3, 11])
-def test_duplicates_and_crashes_change_nothing(site: DemoSite, seed: int) -> None:
+@pytest.mark.parametrize(
+    ("duplicate", "crash", "seed"),
+    [(1.0, 0.0, 1), (0.1, 0.1, 3), (0.1, 0.1, 11), (0.3, 0.3, 19)],
+    ids=["every-message-twice", "chaos-3", "chaos-11", "crashy-19"],
+)
+def test_duplicates_and_crashes_change_nothing(
+    site: DemoSite, duplicate: float, crash: float, seed: int
+) -> None:
     clean = crawl(site)
-    chaotic = crawl(site, duplicate=0.3, crash=0.05, seed=seed)
+    chaotic = crawl(site, duplicate=duplicate, crash=crash, seed=seed)
     assert sorted(i["sku"] for i in chaotic["items"]) == sorted(i["sku"] for i in clean["items"])
     assert chaotic["states"] == clean["states"]
     (answer,) = chaotic["answers"]
     (clean_answer,) = clean["answers"]
     for key in ("pages", "pages_ok", "pages_failed", "items", "items_dropped"):
         assert answer.output[key] == clean_answer.output[key], key
+
+
+def test_the_whole_demo_pipeline_delivers_exactly_the_expected_items(site: DemoSite) -> None:
+    """crawl -> transform -> validate -> load, tasks started in DAG order as the machine does."""
+    site.reset()
+    pipeline = demo_pipeline(site.url, whole=True)
+    clock = FakeClock()
+    services = make_services(pipeline, clock)
+    pump = Pump(services, clock, None)
+    try:
+        for task_id in pipeline.dag().topological_order():
+            handle_control(services, control(pipeline, task_id))
+            if pipeline.task(task_id).type == "crawl":
+                pump.run(pipeline, task_id)
+    finally:
+        pump.close()
+    tokens = services.tokens
+    assert isinstance(tokens, MemoryTokens)
+    assert [(a.token, a.kind) for a in tokens.answers] == [
+        (f"token-{t}", "success") for t in pipeline.dag().topological_order()
+    ]
+    blobs = _inner(services.blobs)
+    exported = []
+    for key in blobs.list(f"exports/{pipeline.name}/{RUN}/export_products/"):
+        exported += [json.loads(line) for line in blobs.get(key).decode().splitlines()]
+    public = [{k: v for k, v in item.items() if not k.startswith("_")} for item in exported]
+    expected = ShopModel().expected_items()
+    assert sorted(public, key=lambda i: i["sku"]) == sorted(expected, key=lambda i: i["sku"])

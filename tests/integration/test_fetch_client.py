@@ -8,19 +8,27 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import ipaddress
+import random
 import socket
+import ssl
 import threading
 import time
 import zlib
 from collections import Counter
 from collections.abc import Callable, Coroutine, Iterator
-from email.utils import format_datetime
 from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 
 from stepcrawl.fetch import Fetcher, FetchPolicy, FetchResult, NetworkGuard, aiohttp_available
 from stepcrawl.fetch.transport import TransportName
@@ -45,6 +53,7 @@ class _Server(ThreadingHTTPServer):
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     timeout = 5  # idle keep-alive connections of finished tests let their thread go
+    disable_nagle_algorithm = True  # headers and body go out in two writes: no 40 ms stall
     server: _Server
 
     def do_GET(self) -> None:
@@ -53,6 +62,7 @@ class _Handler(BaseHTTPRequestHandler):
         with site.lock:
             site.hits[path] += 1
             site.requests.append((path, dict(self.headers.items())))
+            site.client_ports.append(self.client_address[1])
         site.routes.get(path, reply(404, b"not here"))(self)
 
     def log_message(self, format: str, *args: Any) -> None:
@@ -62,16 +72,19 @@ class _Handler(BaseHTTPRequestHandler):
 class Site:
     """A local web site: ``routes`` maps paths to handlers; hits and headers are recorded."""
 
-    def __init__(self) -> None:
+    def __init__(self, tls: ssl.SSLContext | None = None) -> None:
         self.routes: dict[str, Handler] = {}
         self.hits: Counter[str] = Counter()
         self.requests: list[tuple[str, dict[str, str]]] = []
         self.aborted: list[str] = []
+        self.client_ports: list[int] = []
         self.lock = threading.Lock()
         self.server = _Server(("127.0.0.1", 0), _Handler)
         self.server.site = self
+        if tls is not None:
+            self.server.socket = tls.wrap_socket(self.server.socket, server_side=True)
         self.port = self.server.server_address[1]
-        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True)
+        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.01,), daemon=True)
         self.thread.start()
 
     def url(self, path: str, host: str = "127.0.0.1") -> str:
@@ -149,7 +162,7 @@ FAST = FetchPolicy(
     allow_private_network=True,
     obey_robots=False,
     connect_timeout=1.0,
-    read_timeout=0.3,
+    read_timeout=0.15,
     total_timeout=2.0,
 )
 
@@ -208,7 +221,7 @@ def client(
 
 @pytest.fixture
 def fresh(runner: asyncio.Runner, transport: TransportName) -> Iterator[Client]:
-    """A client with its own fetcher: an empty robots cache."""
+    """A client with its own fetcher, for tests that count its robots downloads."""
     fetcher = Fetcher(transport=transport)
     yield Client(runner, fetcher)
     runner.run(fetcher.aclose())
@@ -301,6 +314,49 @@ def test_connection_refused_is_transient(client: Client) -> None:
     assert (result.outcome, result.reason, result.status) == ("transient", "connect_error", None)
 
 
+def self_signed_context(tmp_path: Path) -> ssl.SSLContext:
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.now(UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(1)
+        .not_valid_before(now - timedelta(days=1))
+        .not_valid_after(now + timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
+        .sign(key, hashes.SHA256())
+    )
+    cert_file, key_file = tmp_path / "cert.pem", tmp_path / "key.pem"
+    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert_file, key_file)
+    return context
+
+
+def test_untrusted_certificate_is_fatal_tls_error(client: Client, tmp_path: Path) -> None:
+    site = Site(tls=self_signed_context(tmp_path))
+    site.routes["/page"] = reply()
+    try:
+        result = client.fetch(f"https://127.0.0.1:{site.port}/page", FAST)
+    finally:
+        site.close()
+    assert (result.outcome, result.reason, result.status) == ("fatal", "tls_error", None)
+    assert site.hits["/page"] == 0
+
+
 def test_fetcher_survives_a_new_event_loop(site: Site, transport: TransportName) -> None:
     site.routes["/page"] = reply()
     fetcher = Fetcher(transport=transport)
@@ -308,7 +364,8 @@ def test_fetcher_survives_a_new_event_loop(site: Site, transport: TransportName)
     # a handler that calls asyncio.run per invocation gets a new loop each time
     second = asyncio.run(fetcher.fetch(site.url("/page"), LOCAL))
     asyncio.run(fetcher.aclose())
-    assert first.ok and second.ok
+    assert first.ok
+    assert second.ok
 
 
 # ------------------------------------------------------------------------------- redirects
@@ -321,6 +378,14 @@ def test_relative_redirect(client: Client, site: Site) -> None:
     assert result.ok
     assert result.final_url == site.url("/b/end")
     assert result.redirects == [site.url("/b/end")]
+
+
+def test_redirect_hops_reuse_the_connection(client: Client, site: Site) -> None:
+    site.routes["/old"] = reply(301, b"<a href=/new>moved</a>", {"Location": "/new"})
+    site.routes["/new"] = reply()
+    assert client.fetch(site.url("/old")).ok
+    # the small redirect body was drained, so the next hop rode the same connection
+    assert len(set(site.client_ports)) == 1
 
 
 def test_redirect_chain_within_limit(client: Client, site: Site) -> None:
@@ -370,7 +435,8 @@ def test_off_domain_hop_blocked(client: Client, site: Site) -> None:
     )
     result = client.fetch(site.url("/start"), policy)
     assert (result.outcome, result.reason) == ("fatal", "off_domain")
-    assert result.redirects == []
+    assert result.final_url == site.url("/start")
+    assert result.redirects == [site.url("/page", host="localhost")]  # where it wanted to go
     assert site.hits["/page"] == 0
 
 
@@ -430,9 +496,7 @@ def test_aiohttp_connects_to_the_checked_address(runner: asyncio.Runner, site: S
 
 
 def small(max_bytes: int = 100_000, **kw: Any) -> FetchPolicy:
-    return FetchPolicy(
-        allow_private_network=True, obey_robots=False, max_bytes=max_bytes, **kw
-    )
+    return FetchPolicy(allow_private_network=True, obey_robots=False, max_bytes=max_bytes, **kw)
 
 
 def test_declared_length_over_cap_refused_before_reading(client: Client, site: Site) -> None:
@@ -456,8 +520,9 @@ def test_understated_length_never_yields_more(client: Client, site: Site) -> Non
         lambda: iter([b"0123456789", b"y" * 500_000]),
     )
     result = client.fetch(site.url("/lie"), small())
-    assert result.ok
-    assert result.body == b"0123456789"
+    # httpx stops at the declared length; aiohttp's parser refuses the stray bytes outright
+    assert (result.ok and result.body == b"0123456789") or result.reason == "protocol_error"
+    assert len(result.body) <= 10
 
 
 def test_close_delimited_body_over_cap(client: Client, site: Site) -> None:
@@ -521,7 +586,7 @@ def test_gzip_and_deflate_decoded(client: Client, site: Site) -> None:
 
 
 def test_wire_cap_separate_from_decoded_cap(client: Client, site: Site) -> None:
-    page = bytes(range(256)) * 200  # 51 KB that barely compresses
+    page = random.Random(7).randbytes(50_000)  # incompressible
     site.routes["/gz"] = reply(body=gzip.compress(page), headers={"Content-Encoding": "gzip"})
     result = client.fetch(site.url("/gz"), small(1_000_000, max_compressed_bytes=10_000))
     assert (result.outcome, result.reason) == ("fatal", "too_large")
@@ -572,11 +637,11 @@ def test_content_type_allow_list_is_configurable(client: Client, site: Site) -> 
 
 
 def test_read_timeout(client: Client, site: Site) -> None:
-    site.routes["/slow"] = sleepy(1.0)
+    site.routes["/slow"] = sleepy(0.6)
     started = time.perf_counter()
     result = client.fetch(site.url("/slow"), FAST)
     assert (result.outcome, result.reason, result.status) == ("transient", "timeout", None)
-    assert time.perf_counter() - started < 0.8
+    assert time.perf_counter() - started < 0.5
 
 
 def test_total_timeout_bounds_a_trickling_body(client: Client, site: Site) -> None:
@@ -584,13 +649,13 @@ def test_total_timeout_bounds_a_trickling_body(client: Client, site: Site) -> No
     site.routes["/trickle"] = raw(
         "HTTP/1.1 200 OK\nContent-Type: text/html\nContent-Length: 100",
         lambda: iter([b"t"] * 100),
-        delay=0.03,
+        delay=0.02,
     )
     policy = FetchPolicy(
         allow_private_network=True,
         obey_robots=False,
         read_timeout=0.5,
-        total_timeout=0.4,
+        total_timeout=0.25,
     )
     started = time.perf_counter()
     result = client.fetch(site.url("/trickle"), policy)
@@ -613,12 +678,12 @@ def test_fetch_many_runs_concurrently(client: Client, site: Site) -> None:
 
 
 def test_fetch_many_respects_concurrency(client: Client, site: Site) -> None:
-    site.routes.update({f"/p{i}": sleepy(0.1) for i in range(6)})
-    urls = [site.url(f"/p{i}") for i in range(6)]
+    site.routes.update({f"/p{i}": sleepy(0.1) for i in range(4)})
+    urls = [site.url(f"/p{i}") for i in range(4)]
     started = time.perf_counter()
     results = client.run(client.fetcher.fetch_many(urls, LOCAL, concurrency=2))
     assert all(r.ok for r in results)
-    assert time.perf_counter() - started >= 0.3  # three waves of two
+    assert time.perf_counter() - started >= 0.2  # two waves of two
 
 
 # ------------------------------------------------------------------------------- robots.txt
@@ -630,55 +695,55 @@ def robots(text: str, status: int = 200) -> Handler:
     return reply(status, text.encode(), content_type="text/plain")
 
 
-def test_robots_allow_and_disallow(fresh: Client, site: Site) -> None:
+def test_robots_allow_and_disallow(client: Client, site: Site) -> None:
     site.routes["/robots.txt"] = robots("User-agent: *\nDisallow: /private\n")
     site.routes["/public"] = reply()
     site.routes["/private/x"] = reply()
-    assert fresh.fetch(site.url("/public"), ROBOTS).ok
-    result = fresh.fetch(site.url("/private/x"), ROBOTS)
+    assert client.fetch(site.url("/public"), ROBOTS).ok
+    result = client.fetch(site.url("/private/x"), ROBOTS)
     assert (result.outcome, result.reason, result.status) == ("fatal", "robots_disallowed", None)
     assert site.hits["/private/x"] == 0
 
 
-def test_robots_group_for_our_user_agent(fresh: Client, site: Site) -> None:
+def test_robots_group_for_our_user_agent(client: Client, site: Site) -> None:
     site.routes["/robots.txt"] = robots(
         "User-agent: stepcrawl\nDisallow: /\n\nUser-agent: *\nAllow: /\n"
     )
     site.routes["/page"] = reply()
-    assert fresh.fetch(site.url("/page"), ROBOTS).reason == "robots_disallowed"
+    assert client.fetch(site.url("/page"), ROBOTS).reason == "robots_disallowed"
     other = FetchPolicy(allow_private_network=True, user_agent="otherbot/2.0")
-    assert fresh.fetch(site.url("/page"), other).ok
+    assert client.fetch(site.url("/page"), other).ok
 
 
-def test_robots_404_allows_all(fresh: Client, site: Site) -> None:
+def test_robots_404_allows_all(client: Client, site: Site) -> None:
     site.routes["/page"] = reply()  # /robots.txt is the default 404
-    assert fresh.fetch(site.url("/page"), ROBOTS).ok
+    assert client.fetch(site.url("/page"), ROBOTS).ok
     assert site.hits["/robots.txt"] == 1
 
 
 @pytest.mark.parametrize("status", [500, 503, 429])
-def test_robots_server_error_disallows_all(fresh: Client, site: Site, status: int) -> None:
+def test_robots_server_error_disallows_all(client: Client, site: Site, status: int) -> None:
     site.routes["/robots.txt"] = robots("oops", status)
     site.routes["/page"] = reply()
     policy = FetchPolicy(allow_private_network=True, robots_error_ttl=60)
-    result = fresh.fetch(site.url("/page"), policy)
+    result = client.fetch(site.url("/page"), policy)
     assert (result.outcome, result.reason) == ("transient", "robots_unavailable")
     assert result.retry_after is not None
     assert 55 < result.retry_after <= 60
     assert site.hits["/page"] == 0
 
 
-def test_robots_timeout_disallows_all(fresh: Client, site: Site) -> None:
-    site.routes["/robots.txt"] = sleepy(1.0, robots("User-agent: *\nAllow: /\n"))
+def test_robots_timeout_disallows_all(client: Client, site: Site) -> None:
+    site.routes["/robots.txt"] = sleepy(0.5, robots("User-agent: *\nAllow: /\n"))
     site.routes["/page"] = reply()
-    policy = FetchPolicy(allow_private_network=True, read_timeout=0.2, total_timeout=2)
-    result = fresh.fetch(site.url("/page"), policy)
+    policy = FetchPolicy(allow_private_network=True, read_timeout=0.1, total_timeout=2)
+    result = client.fetch(site.url("/page"), policy)
     assert result.reason == "robots_unavailable"
     assert "timeout" in result.detail
 
 
 def test_robots_fetched_once_for_many_concurrent_fetches(fresh: Client, site: Site) -> None:
-    site.routes["/robots.txt"] = sleepy(0.1, robots("User-agent: *\nDisallow: /no\n"))
+    site.routes["/robots.txt"] = sleepy(0.05, robots("User-agent: *\nDisallow: /no\n"))
     site.routes.update({f"/p{i}": reply() for i in range(20)})
     urls = [site.url(f"/p{i}") for i in range(20)] + [site.url("/no")]
     results = fresh.run(fresh.fetcher.fetch_many(urls, ROBOTS, concurrency=21))
@@ -689,59 +754,59 @@ def test_robots_fetched_once_for_many_concurrent_fetches(fresh: Client, site: Si
     assert fresh.fetcher.robots_cache.downloads == 1
 
 
-def test_robots_cache_expires(fresh: Client, site: Site) -> None:
+def test_robots_cache_expires(client: Client, site: Site) -> None:
     site.routes["/robots.txt"] = robots("User-agent: *\nAllow: /\n")
     site.routes["/page"] = reply()
-    policy = FetchPolicy(allow_private_network=True, robots_ttl=0.05)
-    fresh.fetch(site.url("/page"), policy)
-    time.sleep(0.1)
-    fresh.fetch(site.url("/page"), policy)
+    policy = FetchPolicy(allow_private_network=True, robots_ttl=0.02)
+    client.fetch(site.url("/page"), policy)
+    time.sleep(0.05)
+    client.fetch(site.url("/page"), policy)
     assert site.hits["/robots.txt"] == 2
 
 
-def test_robots_per_origin(fresh: Client, site: Site) -> None:
+def test_robots_per_origin(client: Client, site: Site) -> None:
     site.routes["/robots.txt"] = robots("User-agent: *\nAllow: /\n")
     site.routes["/page"] = reply()
-    fresh.fetch(site.url("/page"), ROBOTS)
-    fresh.fetch(site.url("/page", host="localhost"), ROBOTS)
+    client.fetch(site.url("/page"), ROBOTS)
+    client.fetch(site.url("/page", host="localhost"), ROBOTS)
     assert site.hits["/robots.txt"] == 2
 
 
-def test_crawl_delay(fresh: Client, site: Site) -> None:
+def test_crawl_delay(client: Client, site: Site) -> None:
     site.routes["/robots.txt"] = robots("User-agent: *\nCrawl-delay: 2.5\nDisallow: /x\n")
-    assert fresh.run(fresh.fetcher.crawl_delay(site.url("/any"), ROBOTS)) == 2.5
-    rules = fresh.run(fresh.fetcher.robots(site.url("/any"), ROBOTS))
+    assert client.run(client.fetcher.crawl_delay(site.url("/any"), ROBOTS)) == 2.5
+    rules = client.run(client.fetcher.robots(site.url("/any"), ROBOTS))
     assert rules.state == "parsed"
     assert not rules.can_fetch(site.url("/x"), ROBOTS.user_agent)
 
 
-def test_robots_redirect_followed(fresh: Client, site: Site) -> None:
+def test_robots_redirect_followed(client: Client, site: Site) -> None:
     site.routes["/robots.txt"] = redirect("/real-robots.txt", 301)
     site.routes["/real-robots.txt"] = robots("User-agent: *\nDisallow: /x\n")
     site.routes["/page"] = reply()
-    assert fresh.fetch(site.url("/page"), ROBOTS).ok
-    assert fresh.fetch(site.url("/x"), ROBOTS).reason == "robots_disallowed"
+    assert client.fetch(site.url("/page"), ROBOTS).ok
+    assert client.fetch(site.url("/x"), ROBOTS).reason == "robots_disallowed"
 
 
-def test_robots_redirect_loop_allows_all(fresh: Client, site: Site) -> None:
+def test_robots_redirect_loop_allows_all(client: Client, site: Site) -> None:
     site.routes["/robots.txt"] = redirect("/robots.txt?again")
     site.routes["/page"] = reply()
     # the loop key ignores nothing but fragments, so the query makes a 2-step loop
-    assert fresh.fetch(site.url("/page"), ROBOTS).ok
+    assert client.fetch(site.url("/page"), ROBOTS).ok
 
 
-def test_robots_beyond_500_kib_ignored(fresh: Client, site: Site) -> None:
+def test_robots_beyond_500_kib_ignored(client: Client, site: Site) -> None:
     filler = "# padding line\n" * (600 * 1024 // 15)
     text = "User-agent: *\nDisallow: /early\n" + filler + "Disallow: /late\n"
     site.routes["/robots.txt"] = robots(text)
     site.routes["/late"] = reply()
-    assert fresh.fetch(site.url("/early"), ROBOTS).reason == "robots_disallowed"
-    assert fresh.fetch(site.url("/late"), ROBOTS).ok
+    assert client.fetch(site.url("/early"), ROBOTS).reason == "robots_disallowed"
+    assert client.fetch(site.url("/late"), ROBOTS).ok
 
 
-def test_robots_checked_on_redirect_target(fresh: Client, site: Site) -> None:
+def test_robots_checked_on_redirect_target(client: Client, site: Site) -> None:
     site.routes["/robots.txt"] = robots("User-agent: *\nDisallow: /secret\n")
     site.routes["/go"] = redirect("/secret/page")
-    result = fresh.fetch(site.url("/go"), ROBOTS)
+    result = client.fetch(site.url("/go"), ROBOTS)
     assert result.reason == "robots_disallowed"
     assert site.hits["/secret/page"] == 0

@@ -2,13 +2,22 @@
 
 Counters live on the task record: ``claimed`` (URLs accepted into the frontier), ``finished``
 (URLs recorded done or failed), ``budget`` (pages still allowed by ``max_pages``) and totals.
-They change only inside the transaction that records pages as done or failed: each page's
-record moves ``pending -> done|failed`` on condition, in the same transaction as the task
-counters take that page's +1 finished and its owned children's +claimed. A duplicate delivery
-finds its pages already recorded, the transaction is cancelled for them, and nothing is
-counted twice; a crash before the commit leaves nothing counted, and the redelivery counts
-it. So ``claimed == finished`` holds exactly when every claimed URL is recorded, and the one
-caller whose conditional update flips ``running -> finishing`` answers the task token.
+
+A bundle of pages is recorded in two steps:
+
+1. each page's URL record moves ``pending -> done|failed`` by a conditional update that also
+   stamps the bundle id. A page recorded by another bundle (a duplicate fetch) is not this
+   bundle's; a page stamped with this bundle's id is, whichever delivery stamped it.
+2. one transaction puts the bundle's *ledger* item (condition: absent) and adds the bundle's
+   pages and their owned children to the task counters (condition: still running, and the
+   page budget can take the children). The ledger makes the counting happen once per bundle
+   however often the bundle is delivered, and every delivery computes the same page set.
+
+A crash between the steps leaves pages stamped but uncounted; the redelivery finds them
+stamped with its own id and counts them. So ``claimed == finished`` holds exactly when every
+claimed URL is recorded, and the one caller whose conditional update flips
+``running -> finishing`` answers the task token. Each page costs one write, each bundle one
+two-item transaction, instead of a transactional write per page.
 """
 
 from __future__ import annotations
@@ -31,7 +40,7 @@ __all__ = [
 ]
 
 RUNNING, FINISHING, SUCCEEDED, FAILED = "running", "finishing", "succeeded", "failed"
-_MAX_TRANSACTION = 100
+LEDGER_TTL = 7 * 86400  # seconds a bundle's ledger item is kept (DynamoDB TTL)
 _COUNTERS = ("claimed", "finished", "ok", "failed", "items", "bytes", "dropped", "skipped")
 
 
@@ -85,96 +94,90 @@ def commit_pages(
     pages: Sequence[PageCommit],
     usage: Usage | None = None,
 ) -> list[PageCommit]:
-    """Record pages and their counters atomically; return the pages committed *now*.
+    """Record ``pages`` and count them once; return this bundle's pages (to enqueue links).
 
-    Pages already recorded (a duplicate delivery or a duplicate fetch) are left out; when the
-    page budget cannot take every owned child, the surplus children are marked skipped.
+    Pages recorded by another bundle are left out; when the page budget cannot take every
+    owned child, the surplus children are marked skipped and not counted.
     """
-    committed: list[PageCommit] = []
-    for start in range(0, len(pages), _MAX_TRANSACTION - 1):
-        chunk = list(pages[start : start + _MAX_TRANSACTION - 1])
-        committed += _commit_chunk(services, run, task, bundle_id, chunk, usage)
-        usage = None  # billed once, with the first chunk
-    return committed
-
-
-def _commit_chunk(
-    services: CrawlServices,
-    run: str,
-    task: str,
-    bundle_id: str,
-    pages: list[PageCommit],
-    usage: Usage | None,
-) -> list[PageCommit]:
+    mine = [page for page in pages if _stamp(services, run, task, bundle_id, page)]
     spent = {f"u_{k}": v for k, v in (usage or Usage()).as_dict().items()}
-    while pages:
-        children = sum(len(p.children) for p in pages)
+    ledger = (f"RUN#{run}", f"LEDGER#{task}#{bundle_id}")
+    while True:
+        children = sum(len(p.children) for p in mine)
         writes = [
             Write(
-                "update",
-                url_key(run, task, p.ref.url),
-                set={
-                    "state": "done" if p.ok else "failed",
-                    "status": p.status,
-                    "reason": p.reason,
-                    "items": p.items,
-                    "attempts": p.ref.attempt,
-                    "children": len(p.children),
-                    "bundle": bundle_id,
+                "put",
+                ledger,
+                item={
+                    "pk": ledger[0],
+                    "sk": ledger[1],
+                    "pages": len(mine),
+                    "expires_at": int(services.clock()) + LEDGER_TTL,
                 },
-                condition=Cond("state", "eq", "pending"),
-            )
-            for p in pages
-        ]
-        writes.append(
+                condition=Cond("pk", "not_exists"),
+            ),
             Write(
                 "update",
                 task_key(run, task),
                 add={
                     "claimed": children,
                     "budget": -children,
-                    "finished": len(pages),
-                    "ok": sum(p.ok for p in pages),
-                    "failed": sum(not p.ok for p in pages),
-                    "items": sum(p.items for p in pages),
-                    "dropped": sum(p.dropped for p in pages),
-                    "bytes": sum(p.size for p in pages),
+                    "finished": len(mine),
+                    "ok": sum(p.ok for p in mine),
+                    "failed": sum(not p.ok for p in mine),
+                    "items": sum(p.items for p in mine),
+                    "dropped": sum(p.dropped for p in mine),
+                    "bytes": sum(p.size for p in mine),
                     **spent,
                 },
                 condition=All((Cond("status", "eq", RUNNING), Cond("budget", "ge", children))),
-            )
-        )
+            ),
+        ]
         try:
             services.table.transact(writes)
         except TransactionConflict as conflict:
-            pages = _resolve(services, run, task, pages, conflict)
+            if 0 in conflict.failed:
+                return mine  # counted by an earlier delivery of this bundle
+            record = conflict.current.get(1) or {}
+            if not conflict.failed:
+                continue  # a concurrent transaction on the task record: retry
+            if record.get("status") != RUNNING:
+                return []  # finished or cancelled meanwhile: nothing more to record
+            _trim(services, run, task, mine, max(0, int(record.get("budget", 0))))
             continue
-        return pages
-    return []
+        return mine
 
 
-def _resolve(
-    services: CrawlServices,
-    run: str,
-    task: str,
-    pages: list[PageCommit],
-    conflict: TransactionConflict,
-) -> list[PageCommit]:
-    """Drop pages recorded elsewhere; trim children to the budget; retry what is left."""
-    task_index = len(pages)
-    if task_index in conflict.failed:
-        record = conflict.current.get(task_index) or {}
-        if record.get("status") != RUNNING:
-            return []  # finished or cancelled meanwhile: nothing more to record
-        budget = max(0, int(record.get("budget", 0)))
-        for page in pages:
-            keep, page.children = page.children[:budget], page.children[budget:]
-            _skip(services, run, task, page)
-            page.children = keep
-            budget -= len(keep)
-    if not conflict.failed:
-        return pages  # a concurrent transaction touched the same items: just retry
-    return [p for i, p in enumerate(pages) if i not in conflict.failed]
+def _stamp(services: CrawlServices, run: str, task: str, bundle_id: str, page: PageCommit) -> bool:
+    """Record one page for this bundle; ``True`` if it is (now or earlier) this bundle's."""
+    key = url_key(run, task, page.ref.url)
+    new = services.table.update(
+        key,
+        set={
+            "state": "done" if page.ok else "failed",
+            "status": page.status,
+            "reason": page.reason,
+            "items": page.items,
+            "attempts": page.ref.attempt,
+            "bundle": bundle_id,
+        },
+        condition=Cond("state", "eq", "pending"),
+    )
+    if new is not None:
+        return True
+    current = services.table.get(key, consistent=True)
+    return current is not None and current.get("bundle") == bundle_id
+
+
+def _trim(
+    services: CrawlServices, run: str, task: str, pages: list[PageCommit], budget: int
+) -> None:
+    """Keep the first ``budget`` children (in page order); mark the rest skipped."""
+    for page in pages:
+        keep, page.children = page.children[:budget], page.children[budget:]
+        _skip(services, run, task, page)
+        page.children = keep
+        budget -= len(keep)
 
 
 def _skip(services: CrawlServices, run: str, task: str, page: PageCommit) -> None:

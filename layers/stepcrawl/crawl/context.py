@@ -7,7 +7,7 @@ from the in-memory storage. The logic never constructs clients itself.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -22,8 +22,15 @@ __all__ = [
     "DirectoryRegistry",
     "PipelineRegistry",
     "StaticRegistry",
+    "TableWriter",
     "TaskTokens",
 ]
+
+
+class TableWriter(Protocol):
+    """Upserts into a user's table (the ``load`` stage's DynamoDB target)."""
+
+    def put_batch(self, items: Sequence[dict[str, Any]]) -> None: ...
 
 
 class TaskTokens(Protocol):
@@ -106,3 +113,10 @@ class CrawlServices:
     meter: Meter = field(default_factory=Meter)
     config: CrawlConfig = field(default_factory=CrawlConfig)
     clock: Callable[[], float] = time.time
+    table_writers: Callable[[str], TableWriter] | None = None
+
+    def table_writer(self, table: str) -> TableWriter:
+        """The writer for a load task's DynamoDB table."""
+        if self.table_writers is None:
+            raise ConfigError(f"no DynamoDB writer configured for table {table}")
+        return self.table_writers(table)

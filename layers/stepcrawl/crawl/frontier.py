@@ -148,6 +148,9 @@ def feed(
 ) -> int:
     """Move ready URLs of one shard into the fetch queue; the number sent."""
     table, now = services.table, services.clock()
+    free = services.config.window - services.fetch_queue.approximate_depth()
+    if free <= 0 or not table.query(backlog_pk(run, task, shard), limit=1):
+        return 0  # cheap reads first: a lease costs two writes
     me = uuid.uuid4().hex
     lease_key = shard_key(run, task, shard)
     lease = table.update(
@@ -161,10 +164,8 @@ def feed(
     host_next: dict[str, float] = dict(lease.get("host_next", {}))
     sent = 0
     try:
-        free = services.config.window - services.fetch_queue.approximate_depth()
-        if free > 0:
-            where = (pipeline, version, run, task, shard)
-            sent = _feed_chunks(services, host_next, free, now, delay, where)
+        where = (pipeline, version, run, task, shard)
+        sent = _feed_chunks(services, host_next, free, now, delay, where)
     finally:
         keep = {h: t for h, t in host_next.items() if t > now}
         table.update(

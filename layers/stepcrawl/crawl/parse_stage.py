@@ -5,24 +5,22 @@ Order matters for at-least-once delivery:
 1. extract every page; write the bundle's items as one JSONL part whose key is the bundle's
    id (a redelivery overwrites the same object);
 2. claim the links (owned by the page that found them);
-3. commit the pages with their counters (:func:`~stepcrawl.crawl.accounting.commit_pages`);
-   pages already recorded by another bundle are dropped, and the part is rewritten without
-   their items;
-4. enqueue the owned links of the pages recorded by *this* bundle (re-enqueueing on a
-   redelivery of the same bundle, which a crash between 3 and 4 needs), feed those shards,
-   and finish the task if it is complete.
+3. record the pages and count them once (:func:`~stepcrawl.crawl.accounting.commit_pages`);
+   pages recorded by another bundle are dropped, and the part is rewritten without them;
+4. enqueue the owned links of this bundle's pages (again on a redelivery, which a crash
+   between 3 and 4 needs; chunk ids make it idempotent), feed those shards, and finish the
+   task if it is complete.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from typing import Any
 
 from stepcrawl.crawl.accounting import PageCommit, commit_pages, maybe_finish
 from stepcrawl.crawl.context import CrawlServices
 from stepcrawl.crawl.frontier import claim, enqueue, feed
-from stepcrawl.crawl.keys import url_hash, url_key
+from stepcrawl.crawl.keys import url_hash
 from stepcrawl.crawl.messages import PageEnvelope, ParseBundle, UrlRef
 from stepcrawl.crawl.paths import items_part_key
 from stepcrawl.errors import FatalError
@@ -51,22 +49,21 @@ def process_bundle(services: CrawlServices, bundle: ParseBundle) -> int:
         page.children = claim(
             services, bundle.run, bundle.task, url_hash(page.ref.url), page.children
         )
-    committed = commit_pages(
+    mine = commit_pages(
         services, bundle.run, bundle.task, bundle.bundle_id, pages, services.meter.take()
     )
-    late = _redelivered(services, bundle, pages, committed)
-    if len(committed) + len(late) != len(pages):
-        kept = {p.ref.url for p in [*committed, *late]}
-        _write_part(services, part, [i for url in kept for i in items[url]])
+    if len(mine) != len(pages):
+        kept = {p.ref.url for p in mine}
+        _write_part(
+            services,
+            part,
+            [i for page in pages if page.ref.url in kept for i in items[page.ref.url]],
+        )
     touched = enqueue(
         services,
         bundle.run,
         bundle.task,
-        [
-            (child, url_hash(page.ref.url))
-            for page in [*committed, *late]
-            for child in page.children
-        ],
+        [(child, url_hash(page.ref.url)) for page in mine for child in page.children],
         bundle.bundle_id,
     )
     touched |= {envelope.shard for envelope in bundle.pages}
@@ -81,7 +78,7 @@ def process_bundle(services: CrawlServices, bundle: ParseBundle) -> int:
             delay=settings.politeness.delay,
         )
     maybe_finish(services, bundle.run, bundle.task, settings.limits.max_error_ratio)
-    return len(committed)
+    return len(mine)
 
 
 def _extract(
@@ -114,26 +111,6 @@ def _extract(
         children=children,
     )
     return commit, page_items
-
-
-def _redelivered(
-    services: CrawlServices,
-    bundle: ParseBundle,
-    pages: Sequence[PageCommit],
-    committed: Sequence[PageCommit],
-) -> list[PageCommit]:
-    """Pages this very bundle recorded on an earlier delivery (their links may be unsent)."""
-    done_now = {p.ref.url for p in committed}
-    rest = [p for p in pages if p.ref.url not in done_now]
-    if not rest:
-        return []
-    records = services.table.batch_get([url_key(bundle.run, bundle.task, p.ref.url) for p in rest])
-    return [
-        p
-        for p in rest
-        if records.get(url_key(bundle.run, bundle.task, p.ref.url), {}).get("bundle")
-        == bundle.bundle_id
-    ]
 
 
 def _write_part(services: CrawlServices, key: str, items: list[dict[str, Any]]) -> None:

@@ -1,13 +1,54 @@
-"""ETL tasks run by dispatch: transform, validate, load (wired to :mod:`stepcrawl.etl`)."""
+"""ETL tasks run by dispatch: transform, validate and load over the items of upstream tasks.
+
+Outputs have deterministic keys (``items/<pipeline>/<run>/<task>/parts/part-NNNNN.jsonl``), so
+a redelivered control message re-runs the stage over the same inputs, overwrites the same
+objects and answers the token again (Step Functions keeps the first answer). A
+:class:`~stepcrawl.errors.FatalError` (bad data, ``on_error: fail``, too many invalid items)
+fails the task; anything else is raised for SQS to redeliver.
+"""
 
 from __future__ import annotations
 
-from stepcrawl.crawl.context import CrawlServices
-from stepcrawl.crawl.messages import ControlMessage
-from stepcrawl.errors import FatalError
-from stepcrawl.pipeline import LoadTask, Pipeline, TransformTask, ValidateTask
+from collections.abc import Callable, Iterator
+from typing import Any
 
-__all__ = ["run_stage"]
+from stepcrawl.crawl.context import CrawlServices
+from stepcrawl.crawl.items import iter_task_items
+from stepcrawl.crawl.messages import ControlMessage
+from stepcrawl.crawl.paths import items_prefix, quarantine_prefix
+from stepcrawl.errors import ConfigError, FatalError
+from stepcrawl.etl import (
+    ItemWriter,
+    LoadContext,
+    TransformStats,
+    iter_items,
+    load_dynamodb,
+    load_s3,
+    run_transform,
+    run_validate,
+)
+from stepcrawl.pipeline import (
+    CrawlTask,
+    DynamoDBTarget,
+    LoadTask,
+    Pipeline,
+    TransformTask,
+    ValidateTask,
+)
+
+__all__ = ["run_stage", "task_items"]
+
+Item = dict[str, Any]
+
+
+def task_items(
+    services: CrawlServices, pipeline: Pipeline, run: str, task_id: str
+) -> Callable[[], Iterator[Item]]:
+    """A re-startable stream of a task's output items (crawl parts de-duplicated)."""
+    if isinstance(pipeline.task(task_id), CrawlTask):
+        return lambda: iter_task_items(services.blobs, pipeline.name, run, task_id)
+    prefix = items_prefix(pipeline.name, run, task_id) + "parts/"
+    return lambda: iter_items(services.blobs, prefix)
 
 
 def run_stage(
@@ -16,7 +57,64 @@ def run_stage(
     task: TransformTask | ValidateTask | LoadTask,
     message: ControlMessage,
 ) -> None:
-    """Run an ETL task and answer its token."""
-    del pipeline, message
-    services.tokens.fail("", "Stepcrawl.NotImplemented", f"{task.type} stages are not wired yet")
-    raise FatalError(f"{task.type} stages are not wired yet")
+    """Run an ETL task to the end and answer its token."""
+    run = message.run_id
+    try:
+        summary = _run(services, pipeline, task, run)
+    except FatalError as error:
+        services.tokens.fail(message.task_token, f"Stepcrawl.{type(error).__name__}", str(error))
+        return
+    services.tokens.succeed(message.task_token, summary)
+
+
+def _run(
+    services: CrawlServices,
+    pipeline: Pipeline,
+    task: TransformTask | ValidateTask | LoadTask,
+    run: str,
+) -> dict[str, Any]:
+    inputs = {name: task_items(services, pipeline, run, name) for name in task.consumes}
+    output = items_prefix(pipeline.name, run, task.id) + "parts/"
+    if isinstance(task, TransformTask):
+        stats = TransformStats()
+        with ItemWriter(services.blobs, output) as writer:
+            written = writer.write_all(run_transform(task, inputs, stats=stats))
+        return {
+            "items_in": stats.items_in,
+            "items_out": written,
+            "merged": stats.merged,
+            "dropped": dict(stats.dropped),
+            "errors": dict(stats.errors),
+        }
+    items = _chain(inputs)
+    if isinstance(task, ValidateTask):
+        quarantine = quarantine_prefix(pipeline.name, run, task.id)
+        with (
+            ItemWriter(services.blobs, output) as valid,
+            ItemWriter(services.blobs, quarantine) as invalid,
+        ):
+            outcome = run_validate(task, items, valid=valid, quarantine=invalid)
+        if outcome.exceeds_ratio:
+            raise FatalError(f"{outcome.summary()}; invalid items are in {quarantine}")
+        return {"items": outcome.items, "valid": outcome.valid, "invalid": outcome.invalid}
+    context = LoadContext(pipeline=pipeline.name, run=run, task=task.id)
+    if isinstance(task.target, DynamoDBTarget):
+        stats_load = load_dynamodb(task.target, items, services.table_writer(task.target.table))
+    else:
+        if task.target.bucket is not None:
+            raise ConfigError(
+                f"task {task.id}: loading into another bucket ({task.target.bucket}) needs "
+                "that bucket's permissions in the stack; leave bucket unset for now"
+            )
+        stats_load = load_s3(task.target, items, services.blobs, context)
+    return {
+        "items_in": stats_load.items_in,
+        "written": stats_load.written,
+        "rejected": dict(stats_load.rejected),
+        "objects": list(stats_load.objects),
+    }
+
+
+def _chain(inputs: dict[str, Callable[[], Iterator[Item]]]) -> Iterator[Item]:
+    for source in inputs.values():
+        yield from source()

@@ -120,7 +120,7 @@ class CappedBody:
             except zlib.error as exc:
                 if self._raw_fallback and self._size == 0:
                     self._raw_fallback = False
-                    inflater = self._inflater = self._new_inflater(_RAW_DEFLATE)
+                    inflater = self._inflater = zlib.decompressobj(_RAW_DEFLATE)
                     continue
                 if self._members > 1:
                     return  # garbage after a complete gzip member: ignored, as browsers do

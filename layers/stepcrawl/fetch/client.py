@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import time
 from collections.abc import Sequence
@@ -39,6 +40,8 @@ __all__ = ["Fetcher"]
 
 _SCHEMES = {"http": 80, "https": 443}
 _RETRY_AFTER_STATUSES = frozenset({429, 503})
+_MAX_DETAIL = 300
+_DRAIN_MAX = 64 * 1024
 # raw_host is IDNA-encoded: letters, digits, hyphens, dots; underscores occur in the wild;
 # colons (and a zone after "%") only in IPv6 literals
 _HOST_CHARS = re.compile(rb"[a-z0-9_.\-]+|[0-9a-f:.]+(%[a-z0-9]+)?", re.IGNORECASE)
@@ -134,8 +137,10 @@ class Fetcher:
 
     async def aclose(self) -> None:
         """Close the shared client (a later fetch opens a new one)."""
-        client, self._http, self._loop = self._http, None, None
-        if client is not None:
+        client, loop = self._http, self._loop
+        self._http = self._loop = None
+        # a client of a loop that is gone cannot be closed from this one; it is only dropped
+        if client is not None and loop is asyncio.get_running_loop():
             await client.aclose()
 
     # ------------------------------------------------------------------------ public fetches
@@ -154,6 +159,8 @@ class Fetcher:
             reason, detail = exc.reason, exc.detail
         except TRANSPORT_ERRORS as exc:
             reason, detail = error_reason(exc), f"{type(exc).__name__}: {exc}"
+        if len(detail) > _MAX_DETAIL:
+            detail = detail[:_MAX_DETAIL] + "..."  # some errors quote the whole response
         retry_after: float | None = None
         if trace.status in _RETRY_AFTER_STATUSES and reason == http_reason(trace.status or 0):
             retry_after = parse_retry_after(trace.headers.get("retry-after"))
@@ -205,6 +212,7 @@ class Fetcher:
         try:
             status = response.status_code
             if not 200 <= status < 300:
+                await _release(response)
                 return b"", http_reason(status)
             if status == 204:
                 return b"", "ok"
@@ -268,7 +276,7 @@ class Fetcher:
             trace.final_url = str(current)
             if not 300 <= response.status_code < 400 or response.status_code == 304:
                 return response
-            await response.aclose()
+            await _release(response)
             location = response.headers.get("location", "").strip()
             if not location:
                 raise FetchAbort("redirect_no_location", f"{response.status_code} without Location")
@@ -329,6 +337,20 @@ class Fetcher:
             return RobotsAnswer(None, reason=exc.reason)
         except TRANSPORT_ERRORS as exc:
             return RobotsAnswer(None, reason=error_reason(exc))
+
+
+async def _release(response: httpx.Response) -> None:
+    """Close a response whose body is not wanted.
+
+    A small declared body is read first: the connection then goes back to the pool for the
+    next hop (redirects mostly stay on one host) instead of being torn down.
+    """
+    declared = response.headers.get("content-length", "").strip()
+    if declared.isdigit() and int(declared) <= _DRAIN_MAX:
+        with contextlib.suppress(*TRANSPORT_ERRORS):
+            async for _ in response.aiter_raw():
+                pass
+    await response.aclose()
 
 
 def _robots_key(url: httpx.URL) -> RobotsKey:

@@ -107,7 +107,8 @@ def rules_from_answer(answer: RobotsAnswer, policy: FetchPolicy, now: float) -> 
 class RobotsCache:
     """Rules per origin, at most ``max_entries`` (least recently used go first).
 
-    Concurrent lookups of an origin not in the cache share one download.
+    Concurrent lookups of an origin not in the cache share one download. An entry's lifetime
+    comes from the policy of the fetch that downloaded it.
     """
 
     def __init__(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from stepcrawl.storage.memory import MemoryBlobStore, MemoryQueue
+from stepcrawl.storage.memory import MemoryBlobStore, MemoryQueue, MemoryTableWriter
 from stepcrawl.storage.memory_table import MemoryTable
 from stepcrawl.storage.meter import Meter, Usage
 from stepcrawl.storage.protocols import BlobStore, OutMessage, Queue
@@ -27,6 +27,7 @@ __all__ = [
     "MemoryBlobStore",
     "MemoryQueue",
     "MemoryTable",
+    "MemoryTableWriter",
     "Meter",
     "OutMessage",
     "Queue",

@@ -7,6 +7,7 @@ call bills to the :class:`~stepcrawl.storage.meter.Meter`.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
@@ -15,8 +16,9 @@ import boto3
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
+from stepcrawl.errors import RetryableError
 from stepcrawl.storage.meter import Meter, item_size, read_units, write_units
-from stepcrawl.storage.protocols import OutMessage
+from stepcrawl.storage.protocols import OutMessage, sqs_batches
 from stepcrawl.storage.table import (
     All,
     AnyOf,
@@ -27,11 +29,9 @@ from stepcrawl.storage.table import (
     Write,
 )
 
-__all__ = ["DynamoTable", "S3BlobStore", "SfnTokens", "SqsQueue"]
+__all__ = ["DynamoBatchWriter", "DynamoTable", "S3BlobStore", "SfnTokens", "SqsQueue"]
 
 Item = dict[str, Any]
-_SQS_BATCH = 10
-_SQS_BATCH_BYTES = 256 * 1024
 _serializer = TypeSerializer()
 _deserializer = TypeDeserializer()
 
@@ -298,23 +298,16 @@ class SqsQueue:
         self.meter = meter or Meter()
 
     def send_batch(self, messages: Sequence[OutMessage]) -> None:
-        batch: list[dict[str, Any]] = []
-        size = 0
-        for message in messages:
-            entry_size = len(message.body.encode())
-            if batch and (len(batch) == _SQS_BATCH or size + entry_size > _SQS_BATCH_BYTES):
-                self._send(batch, size)
-                batch, size = [], 0
-            batch.append(
+        for batch in sqs_batches(messages):
+            entries = [
                 {
-                    "Id": str(len(batch)),
-                    "MessageBody": message.body,
-                    "DelaySeconds": max(0, min(900, message.delay_seconds)),
+                    "Id": str(i),
+                    "MessageBody": m.body,
+                    "DelaySeconds": max(0, min(900, m.delay_seconds)),
                 }
-            )
-            size += entry_size
-        if batch:
-            self._send(batch, size)
+                for i, m in enumerate(batch)
+            ]
+            self._send(entries, sum(len(m.body.encode()) for m in batch))
 
     def _send(self, entries: list[dict[str, Any]], size: int) -> None:
         pending = entries
@@ -415,3 +408,24 @@ class SfnTokens:
 
     def heartbeat(self, token: str) -> None:
         self._ignore_gone(self.client.send_task_heartbeat, taskToken=token)
+
+
+class DynamoBatchWriter:
+    """Upserts items into a user's DynamoDB table (the ``load`` target), 25 per request."""
+
+    def __init__(self, table: str, *, client: Any = None, meter: Meter | None = None) -> None:
+        self.table = table
+        self.client: Any = client or boto3.client("dynamodb")
+        self.meter = meter or Meter()
+
+    def put_batch(self, items: Sequence[Mapping[str, Any]]) -> None:
+        requests = [{"PutRequest": {"Item": _encode(item)}} for item in items]
+        for attempt in range(8):
+            for item in items:
+                self.meter.ddb_write(write_units(item_size(item)))
+            raw = self.client.batch_write_item(RequestItems={self.table: requests})
+            requests = raw.get("UnprocessedItems", {}).get(self.table, [])
+            if not requests:
+                return
+            time.sleep(min(2.0, 0.05 * 2**attempt))
+        raise RetryableError(f"DynamoDB kept throttling writes to {self.table}")

@@ -11,7 +11,10 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-__all__ = ["BlobStore", "OutMessage", "Queue"]
+__all__ = ["SQS_BATCH", "SQS_BATCH_BYTES", "BlobStore", "OutMessage", "Queue", "sqs_batches"]
+
+SQS_BATCH = 10
+SQS_BATCH_BYTES = 256 * 1024
 
 
 class BlobStore(Protocol):
@@ -52,3 +55,17 @@ class Queue(Protocol):
     def approximate_depth(self) -> int:
         """Messages waiting, in flight or delayed (SQS's approximate counts)."""
         ...
+
+
+def sqs_batches(messages: Sequence[OutMessage]) -> list[list[OutMessage]]:
+    """Group messages as one SendMessageBatch each can carry (10 entries, 256 KiB in all)."""
+    batches: list[list[OutMessage]] = []
+    size = 0
+    for message in messages:
+        weight = len(message.body.encode())
+        if not batches or len(batches[-1]) == SQS_BATCH or size + weight > SQS_BATCH_BYTES:
+            batches.append([])
+            size = 0
+        batches[-1].append(message)
+        size += weight
+    return batches

@@ -1,0 +1,35 @@
+"""Reading a crawl task's items back, each page's items exactly once.
+
+Parts are written per parse bundle and rewritten without pages another bundle recorded; a
+crash between recording and that rewrite can leave a page's items in two parts. Readers
+therefore keep the first copy of each ``(_url, _n)`` in key order, which is the same copy
+whatever the order of delivery was.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from stepcrawl.crawl.paths import items_prefix
+from stepcrawl.storage import BlobStore
+
+__all__ = ["iter_task_items"]
+
+
+def iter_task_items(
+    blobs: BlobStore, pipeline: str, run: str, task: str
+) -> Iterator[dict[str, Any]]:
+    """Items of a crawl task, streamed part by part, without duplicates."""
+    seen: set[tuple[str, int]] = set()
+    for key in blobs.list(items_prefix(pipeline, run, task) + "parts/"):
+        for line in blobs.get(key).decode("utf-8").splitlines():
+            if not line.strip():
+                continue
+            item: dict[str, Any] = json.loads(line)
+            ident = (str(item.get("_url")), int(item.get("_n", 0)))
+            if ident in seen:
+                continue
+            seen.add(ident)
+            yield item
