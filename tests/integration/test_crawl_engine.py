@@ -12,6 +12,7 @@ import json
 import random
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -378,3 +379,42 @@ def test_the_whole_demo_pipeline_delivers_exactly_the_expected_items(site: DemoS
     public = [{k: v for k, v in item.items() if not k.startswith("_")} for item in exported]
     expected = ShopModel().expected_items()
     assert sorted(public, key=lambda i: i["sku"]) == sorted(expected, key=lambda i: i["sku"])
+
+
+def test_max_pages_is_exact_with_parallel_parsers(site: DemoSite) -> None:
+    """8 parsers commit bundles at once; the budget is never exceeded and is used fully."""
+    site.reset()
+    data = yaml.safe_load((ROOT / "pipelines" / "demo-shop.yaml").read_text(encoding="utf-8"))
+    crawl_task = data["tasks"][0]
+    crawl_task["seeds"] = [site.url]
+    data["tasks"] = [crawl_task]
+    data["defaults"]["limits"]["max_pages"] = 37
+    data["defaults"]["limits"]["max_error_ratio"] = 1.0
+    pipeline = Pipeline.model_validate(data)
+    clock = FakeClock()
+    services = make_services(pipeline, clock)
+    pump = Pump(services, clock, None)
+    handle_control(services, control(pipeline, "crawl_shop"))
+    fetch_q, parse_q = _inner(services.fetch_queue), _inner(services.parse_queue)
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        for _ in range(500):
+            fetched = [FetchMessage.model_validate_json(m.body) for m in fetch_q.drain()]
+            for chunk in _chunks(fetched, 5):
+                pump.loop.run_until_complete(process_fetch_batch(services, pump.fetcher, chunk))
+            bundles = [ParseBundle.model_validate_json(m.body) for m in parse_q.drain()]
+            list(pool.map(lambda b: process_bundle(services, b), bundles))
+            if not fetched and not bundles and not pump.sweep(pipeline, "crawl_shop"):
+                break
+    pump.close()
+    table = _inner(services.table)
+    urls = [i for i in table.items.values() if i["pk"].startswith("URL#")]
+    recorded = [u for u in urls if u["state"] in {"done", "failed"}]
+    assert len(recorded) == 37, "exactly max_pages pages recorded"
+    assert all(u["state"] != "pending" for u in urls)
+    page_hits = sum(n for path, n in site.log.counts().items() if path != "/robots.txt")
+    flaky_retries = 2
+    assert page_hits <= 37 + flaky_retries, "no page beyond the budget was requested"
+    tokens = services.tokens
+    assert isinstance(tokens, MemoryTokens)
+    (answer,) = tokens.answers
+    assert answer.output["pages"] == 37

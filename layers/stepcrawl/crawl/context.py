@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from stepcrawl.crawl.claimcache import ClaimCache
 from stepcrawl.errors import ConfigError
 from stepcrawl.pipeline import Pipeline, load_pipeline
 from stepcrawl.storage import BlobStore, Meter, Queue, Table
@@ -97,7 +98,6 @@ class CrawlConfig:
     inline_body_limit: int = 120_000  # compressed bodies above this go to the blob store
     fetch_concurrency: int = 32
     heartbeat_every: float = 60.0
-    claim_cache_size: int = 200_000
 
 
 @dataclass
@@ -114,6 +114,7 @@ class CrawlServices:
     config: CrawlConfig = field(default_factory=CrawlConfig)
     clock: Callable[[], float] = time.time
     table_writers: Callable[[str], TableWriter] | None = None
+    claim_cache: ClaimCache = field(default_factory=lambda: ClaimCache(200_000))
 
     def table_writer(self, table: str) -> TableWriter:
         """The writer for a load task's DynamoDB table."""

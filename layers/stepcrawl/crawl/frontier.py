@@ -18,62 +18,27 @@ from __future__ import annotations
 
 import math
 import uuid
-from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from stepcrawl.crawl.context import CrawlServices
-from stepcrawl.crawl.keys import backlog_pk, shard_key, url_hash, url_key
+from stepcrawl.crawl.keys import backlog_pk, shard_key, url_key
 from stepcrawl.crawl.messages import FetchMessage, UrlRef
 from stepcrawl.crawl.ring import shard_of
 from stepcrawl.extract.urls import url_host
 from stepcrawl.storage import AnyOf, Cond, OutMessage
 
-__all__ = ["ClaimCache", "claim", "enqueue", "feed", "sweep"]
+__all__ = ["claim", "enqueue", "feed", "sweep"]
 
 MAX_SQS_DELAY = 900
 URL_PENDING = "pending"
-
-
-class ClaimCache:
-    """Owners of URLs this container has seen claimed, per (run, task); a bounded LRU.
-
-    It remembers *who* owns a URL, not just that it is known: a redelivered owner must get
-    its own URLs back (to count and enqueue them), while everyone else skips them.
-    """
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self._owner: OrderedDict[tuple[str, str, str], str] = OrderedDict()
-
-    def owner(self, run: str, task: str, url: str) -> str | None:
-        key = (run, task, url_hash(url))
-        found = self._owner.get(key)
-        if found is not None:
-            self._owner.move_to_end(key)
-        return found
-
-    def remember(self, run: str, task: str, url: str, owner: str) -> None:
-        self._owner[(run, task, url_hash(url))] = owner
-        while len(self._owner) > self.size:
-            self._owner.popitem(last=False)
-
-
-_caches: dict[int, ClaimCache] = {}
-
-
-def _cache(services: CrawlServices) -> ClaimCache:
-    cache = _caches.get(id(services))
-    if cache is None:
-        cache = _caches[id(services)] = ClaimCache(services.config.claim_cache_size)
-    return cache
 
 
 def claim(
     services: CrawlServices, run: str, task: str, owner: str, refs: Sequence[UrlRef]
 ) -> list[UrlRef]:
     """Claim ``refs`` for ``owner``; return those ``owner`` owns (new now, or earlier)."""
-    cache = _cache(services)
+    cache = services.claim_cache
     owned: list[UrlRef] = []
     unique: dict[str, UrlRef] = {}
     for ref in refs:
@@ -130,7 +95,7 @@ def enqueue(
             {"pk": backlog_pk(run, task, shard), "sk": f"{depth:03d}#{chunk_id}", "urls": entries}
         )
     # Only now: a redelivery after a failed put must claim (and so enqueue) them again.
-    cache = _cache(services)
+    cache = services.claim_cache
     for ref, owner in pairs:
         cache.remember(run, task, ref.url, owner)
     return {shard for shard, _ in by_shard}

@@ -15,7 +15,8 @@ class FetchResult:
 
     ``status`` and ``headers`` are those of the last response received (None / empty when no
     response came). ``body`` is the decoded body of a 2xx, else empty. ``redirects`` lists the
-    URLs redirected to, in order, so ``final_url`` is its last element when there is one.
+    URLs redirected to, in order; ``final_url`` is the last one requested, so on success it is
+    the last of ``redirects`` (a refused hop, e.g. off-domain, is listed but not requested).
     ``retry_after`` (seconds) comes from Retry-After on 429/503, or says when a cached
     robots.txt error expires. ``detail`` is for people (logs), ``reason`` for code.
     """
