@@ -22,15 +22,14 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)  ## create .venv with stepcrawl and its dev tools
 
-demo: $(STAMP)  ## the main job: validate the example pipelines, compile them to Step Functions
+demo: $(STAMP)  ## the main job: crawl the bundled demo shop end to end, then compile the examples
+	$(BIN)/stepcrawl demo --out $(OUT)/demo
 	$(BIN)/stepcrawl validate pipelines/
-	@mkdir -p $(OUT)
 	@for f in pipelines/*.yaml; do \
 		n=$$(basename $$f .yaml); \
 		$(BIN)/stepcrawl compile $$f --format asl --out $(OUT)/$$n.asl.json || exit 1; \
 		$(BIN)/stepcrawl compile $$f --format mermaid --out $(OUT)/$$n.mmd || exit 1; \
 	done
-	@echo; cat $(OUT)/market-watch.mmd
 
 test: lint typecheck pytest  ## everything CI runs: ruff, mypy --strict, the whole pytest suite
 

@@ -45,3 +45,15 @@ def test_invalid_input_exits_2_with_the_reason(tmp_path: Path, text: str, expect
     result = stepcrawl("validate", str(bad))
     assert result.returncode == 2
     assert expected in result.stderr
+
+
+def test_demo_crawls_the_shop_end_to_end(tmp_path: Path) -> None:
+    result = stepcrawl("demo", "--out", str(tmp_path))
+    assert result.returncode == 0, result.stderr + result.stdout
+    assert "exactly the shop's products" in result.stdout
+    report = json.loads((tmp_path / "report.json").read_text(encoding="utf-8"))
+    assert {t["status"] for t in report["tasks"].values()} == {"success"}
+    exported = (tmp_path / "items" / "export_products.jsonl").read_text(encoding="utf-8")
+    assert len(exported.splitlines()) == 115
+    failures = (tmp_path / "failures.jsonl").read_text(encoding="utf-8").splitlines()
+    assert {json.loads(f)["reason"] for f in failures} == {"http_404", "robots_disallowed"}

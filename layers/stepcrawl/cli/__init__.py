@@ -13,6 +13,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.table import Table
 
 from stepcrawl import __version__
 from stepcrawl.compiler import (
@@ -137,6 +138,50 @@ def schema(
     else:
         out_file.write_text(text, encoding="utf-8")
         err.print(f"wrote {out_file}")
+
+
+@app.command()
+def demo(
+    out: Annotated[Path, typer.Option("--out", "-o", help="Where to write the results.")] = Path(
+        "out/demo"
+    ),
+) -> None:
+    """Crawl the bundled demo shop (served on 127.0.0.1) with the bundled demo pipeline.
+
+    Runs every task through the real stages in this process (in-memory storage), then writes
+    OUT/items/<task>.jsonl, OUT/failures.jsonl and OUT/report.json.
+    """
+    from stepcrawl.local.demo import run_demo  # noqa: PLC0415 - heavy imports, one command
+
+    with err.status("crawling the demo shop on 127.0.0.1 ..."):
+        report, exact = run_demo(out)
+    table = Table("task", "type", "status", "items", "pages", "failed")
+    ok = True
+    for task_id, info in report["tasks"].items():
+        summary = info["summary"] or {}
+        ok = ok and info["status"] == "success"
+        table.add_row(
+            task_id,
+            info["type"],
+            info["status"],
+            str(info["items_written"]),
+            str(summary.get("pages", "")),
+            str(summary.get("pages_failed", "")),
+        )
+    out_console = Console(highlight=False)
+    out_console.print(table)
+    usage = report["usage"]
+    out_console.print(
+        f"results in {out}/ (items/, failures.jsonl, report.json); "
+        f"{usage['ddb_write_units']:.0f} DynamoDB write units, "
+        f"{usage['sqs_requests']:.0f} SQS requests"
+    )
+    if exact:
+        out_console.print("[green]✓ the export holds exactly the shop's products[/green]")
+    else:
+        err.print("[red]✗ the export differs from the shop's products[/red]")
+    if not (ok and exact):
+        raise typer.Exit(1)
 
 
 @app.command("compile")

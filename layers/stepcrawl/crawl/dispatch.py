@@ -8,9 +8,12 @@ ETL tasks run their stage here and answer the token at once.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from stepcrawl.crawl.accounting import RUNNING, create_task_record, maybe_finish
 from stepcrawl.crawl.context import CrawlServices
 from stepcrawl.crawl.frontier import claim, enqueue, sweep
+from stepcrawl.crawl.items import task_items
 from stepcrawl.crawl.keys import task_key, url_key
 from stepcrawl.crawl.messages import ControlMessage, UrlRef
 from stepcrawl.extract.urls import canonical_url
@@ -38,7 +41,7 @@ def start_crawl(
 ) -> None:
     run = message.run_id
     settings = pipeline.settings_for(task.id)
-    urls = list(dict.fromkeys(canonical_url(seed) for seed in task.seeds))
+    urls = list(dict.fromkeys(_seed_urls(services, pipeline, task, run)))
     refs = [UrlRef(url=url, depth=0) for url in urls[: settings.limits.max_pages]]
     owned = claim(services, run, task.id, SEED_OWNER, refs)
     created = create_task_record(
@@ -71,3 +74,24 @@ def start_crawl(
         delay=settings.politeness.delay,
     )
     maybe_finish(services, run, task.id, settings.limits.max_error_ratio)
+
+
+def _seed_urls(
+    services: CrawlServices, pipeline: Pipeline, task: CrawlTask, run: str
+) -> Iterator[str]:
+    """The task's own seeds, then URLs from ``seed_field`` of its input tasks' items."""
+    for seed in task.seeds:
+        yield canonical_url(seed)
+    if task.seed_field is None:
+        return
+    for source in task.consumes:
+        for item in task_items(services.blobs, pipeline, run, source)():
+            values = item.get(task.seed_field)
+            for value in values if isinstance(values, list) else [values]:
+                if isinstance(value, str):
+                    try:
+                        url = canonical_url(value)
+                    except ValueError:
+                        continue  # not a URL: nothing to crawl
+                    if url.startswith(("http://", "https://")):
+                        yield url

@@ -9,13 +9,15 @@ whatever the order of delivery was.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from stepcrawl.crawl.paths import items_prefix
+from stepcrawl.etl import iter_items
+from stepcrawl.pipeline import CrawlTask, Pipeline
 from stepcrawl.storage import BlobStore
 
-__all__ = ["iter_task_items"]
+__all__ = ["iter_task_items", "task_items"]
 
 
 def iter_task_items(
@@ -33,3 +35,13 @@ def iter_task_items(
                 continue
             seen.add(ident)
             yield item
+
+
+def task_items(
+    blobs: BlobStore, pipeline: Pipeline, run: str, task_id: str
+) -> Callable[[], Iterator[dict[str, Any]]]:
+    """A re-startable stream of any task's output items (crawl parts de-duplicated)."""
+    if isinstance(pipeline.task(task_id), CrawlTask):
+        return lambda: iter_task_items(blobs, pipeline.name, run, task_id)
+    prefix = items_prefix(pipeline.name, run, task_id) + "parts/"
+    return lambda: iter_items(blobs, prefix)

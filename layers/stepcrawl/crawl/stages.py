@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from stepcrawl.crawl.context import CrawlServices
-from stepcrawl.crawl.items import iter_task_items
+from stepcrawl.crawl.items import task_items
 from stepcrawl.crawl.messages import ControlMessage
 from stepcrawl.crawl.paths import items_prefix, quarantine_prefix
 from stepcrawl.errors import ConfigError, FatalError
@@ -21,14 +21,12 @@ from stepcrawl.etl import (
     ItemWriter,
     LoadContext,
     TransformStats,
-    iter_items,
     load_dynamodb,
     load_s3,
     run_transform,
     run_validate,
 )
 from stepcrawl.pipeline import (
-    CrawlTask,
     DynamoDBTarget,
     LoadTask,
     Pipeline,
@@ -36,19 +34,9 @@ from stepcrawl.pipeline import (
     ValidateTask,
 )
 
-__all__ = ["run_stage", "task_items"]
+__all__ = ["run_stage"]
 
 Item = dict[str, Any]
-
-
-def task_items(
-    services: CrawlServices, pipeline: Pipeline, run: str, task_id: str
-) -> Callable[[], Iterator[Item]]:
-    """A re-startable stream of a task's output items (crawl parts de-duplicated)."""
-    if isinstance(pipeline.task(task_id), CrawlTask):
-        return lambda: iter_task_items(services.blobs, pipeline.name, run, task_id)
-    prefix = items_prefix(pipeline.name, run, task_id) + "parts/"
-    return lambda: iter_items(services.blobs, prefix)
 
 
 def run_stage(
@@ -73,7 +61,7 @@ def _run(
     task: TransformTask | ValidateTask | LoadTask,
     run: str,
 ) -> dict[str, Any]:
-    inputs = {name: task_items(services, pipeline, run, name) for name in task.consumes}
+    inputs = {name: task_items(services.blobs, pipeline, run, name) for name in task.consumes}
     output = items_prefix(pipeline.name, run, task.id) + "parts/"
     if isinstance(task, TransformTask):
         stats = TransformStats()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from stepcrawl.local.memory_runner import MemoryRunner, OffsetClock, RunnerStats
 from stepcrawl.local.moto_patches import apply_moto_patches
 
-__all__ = ["apply_moto_patches"]
+__all__ = ["MemoryRunner", "OffsetClock", "RunnerStats", "apply_moto_patches"]

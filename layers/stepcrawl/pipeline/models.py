@@ -311,6 +311,12 @@ class CrawlTask(TaskBase):
                 f"crawl task {self.id!r} has seed_field but nothing to read it from",
                 "set depends_on (or inputs) to the tasks whose items carry the URLs",
             )
+        if self.seed_field is not None and not self.seeds and not self.allowed_domains:
+            raise config_error(
+                "allowed_domains",
+                f"crawl task {self.id!r} is seeded from items, so its hosts are unknown",
+                "list the hosts it may visit in allowed_domains (otherwise it could go anywhere)",
+            )
         return self
 
 

@@ -48,34 +48,37 @@ def read_units(size: int, *, consistent: bool = True) -> float:
 
 
 class Meter:
-    """Thread-safe accumulator of :class:`Usage`."""
+    """Thread-safe accumulator of :class:`Usage`: a running total and a window to ``take``."""
 
     def __init__(self) -> None:
-        self._usage = Usage()
+        self._total = Usage()
+        self._window = Usage()
         self._lock = threading.Lock()
 
-    def ddb_write(self, units: float) -> None:
+    def _add(self, name: str, amount: float) -> None:
         with self._lock:
-            self._usage.ddb_write_units += units
+            for usage in (self._total, self._window):
+                setattr(usage, name, getattr(usage, name) + amount)
+
+    def ddb_write(self, units: float) -> None:
+        self._add("ddb_write_units", units)
 
     def ddb_read(self, units: float) -> None:
-        with self._lock:
-            self._usage.ddb_read_units += units
+        self._add("ddb_read_units", units)
 
     def sqs(self, payload_bytes: int) -> None:
-        with self._lock:
-            self._usage.sqs_requests += max(1, math.ceil(payload_bytes / 65536))
+        self._add("sqs_requests", max(1, math.ceil(payload_bytes / 65536)))
 
     def s3(self, requests: int = 1) -> None:
-        with self._lock:
-            self._usage.s3_requests += requests
+        self._add("s3_requests", requests)
 
     def snapshot(self) -> Usage:
+        """Everything since this meter was created."""
         with self._lock:
-            return Usage(**asdict(self._usage))
+            return Usage(**asdict(self._total))
 
     def take(self) -> Usage:
-        """The usage since the last ``take`` (and reset): what one batch cost."""
+        """The usage since the last ``take`` (and start a new window): what one batch cost."""
         with self._lock:
-            usage, self._usage = self._usage, Usage()
+            usage, self._window = self._window, Usage()
         return usage

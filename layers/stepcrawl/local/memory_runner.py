@@ -1,0 +1,242 @@
+"""Run a pipeline's tasks through the real stages on in-memory storage, in one process.
+
+A miniature of Lambda + SQS: the queues are drained into the stage functions, batch by batch,
+and the tasks of the DAG are started in dependency order, as the state machine would. Tests
+use it (with a delivery hook that injects crashes and duplicates) and so do the benchmarks;
+``stepcrawl run`` uses the faithful emulator instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from stepcrawl.crawl.accounting import maybe_finish
+from stepcrawl.crawl.context import CrawlConfig, CrawlServices, StaticRegistry
+from stepcrawl.crawl.dispatch import handle_control
+from stepcrawl.crawl.fetch_stage import process_fetch_batch
+from stepcrawl.crawl.frontier import sweep
+from stepcrawl.crawl.messages import ControlMessage, FetchMessage, ParseBundle
+from stepcrawl.crawl.parse_stage import process_bundle
+from stepcrawl.crawl.tokens import MemoryTokens
+from stepcrawl.fetch import Fetcher
+from stepcrawl.pipeline import DynamoDBTarget, LoadTask, Pipeline
+from stepcrawl.storage import MemoryBlobStore, MemoryQueue, MemoryTable, MemoryTableWriter, Meter
+
+__all__ = ["MemoryRunner", "OffsetClock", "RunnerStats"]
+
+Work = Callable[[], object]
+
+
+class OffsetClock:
+    """Wall-clock time plus whatever was skipped ahead (to expire leases without waiting)."""
+
+    def __init__(self) -> None:
+        self.offset = 0.0
+
+    def __call__(self) -> float:
+        return time.time() + self.offset
+
+    def advance(self, seconds: float) -> None:
+        self.offset += seconds
+
+
+@dataclass
+class RunnerStats:
+    """What a real deployment would have invoked (for cost estimates)."""
+
+    fetch_invocations: int = 0
+    parse_invocations: int = 0
+    dispatch_invocations: int = 0
+    fetch_messages: int = 0
+    parse_messages: int = 0
+    cpu_seconds: dict[str, float] = field(default_factory=dict)
+
+
+def _deliver_once(work: Work) -> None:
+    work()
+
+
+class MemoryRunner:
+    """Drives one run of ``pipeline`` through the stages; see the module docstring."""
+
+    def __init__(
+        self,
+        pipeline: Pipeline,
+        *,
+        run_id: str = "run-1",
+        config: CrawlConfig | None = None,
+        wrap: Callable[[Any], Any] | None = None,
+        deliver: Callable[[Work], None] = _deliver_once,
+        fetch_batch: int = 25,
+    ) -> None:
+        self.pipeline = pipeline
+        self.run_id = run_id
+        self.clock = OffsetClock()
+        self.meter = Meter()
+        self.table = MemoryTable(self.meter)
+        self.fetch_queue = MemoryQueue(self.meter)
+        self.parse_queue = MemoryQueue(self.meter)
+        self.blobs = MemoryBlobStore(self.meter)
+        self.tokens = MemoryTokens()
+        self.writers: dict[str, MemoryTableWriter] = {}
+        self.deliver = deliver
+        self.fetch_batch = fetch_batch
+        self.stats = RunnerStats()
+        wrap = wrap or (lambda x: x)
+        self.services = CrawlServices(
+            table=wrap(self.table),
+            fetch_queue=wrap(self.fetch_queue),
+            parse_queue=wrap(self.parse_queue),
+            blobs=wrap(self.blobs),
+            tokens=self.tokens,
+            registry=StaticRegistry([pipeline]),
+            meter=self.meter,
+            config=config or CrawlConfig(),
+            clock=self.clock,
+            table_writers=self._writer,
+        )
+        self.fetcher = Fetcher()
+        self.loop = asyncio.new_event_loop()
+
+    def _writer(self, table: str) -> MemoryTableWriter:
+        if table not in self.writers:
+            keys = [
+                t.target.key
+                for t in self.pipeline.tasks
+                if isinstance(t, LoadTask)
+                and isinstance(t.target, DynamoDBTarget)
+                and t.target.table == table
+            ]
+            self.writers[table] = MemoryTableWriter(keys[0] if keys else ["id"], self.meter)
+        return self.writers[table]
+
+    # ------------------------------------------------------------------ driving
+
+    def run(self) -> list[str]:
+        """Every task in dependency order; the ids of the tasks that succeeded."""
+        succeeded = []
+        for task_id in self.pipeline.dag().topological_order():
+            self.start(task_id)
+            if self.pipeline.task(task_id).type == "crawl":
+                self.drain(task_id)
+            answer = next((a for a in self.tokens.answers if a.token == self.token(task_id)), None)
+            if answer is None or answer.kind != "success":
+                break
+            succeeded.append(task_id)
+        return succeeded
+
+    def token(self, task_id: str) -> str:
+        return f"token-{self.run_id}-{task_id}"
+
+    def start(self, task_id: str) -> None:
+        task = self.pipeline.task(task_id)
+        message = ControlMessage(
+            v=1,
+            pipeline=self.pipeline.name,
+            pipeline_version=self.pipeline.version_hash(),
+            run_id=self.run_id,
+            execution_arn=f"arn:aws:states:local:000000000000:execution:{self.pipeline.name}:"
+            f"{self.run_id}",
+            task_id=task_id,
+            task_type=task.type,
+            priority=task.priority,
+            inputs=task.consumes,
+            task_token=self.token(task_id),
+        )
+        self.stats.dispatch_invocations += 1
+        self._timed(
+            "dispatch", lambda: self.deliver(lambda: handle_control(self.services, message))
+        )
+
+    def drain(self, task_id: str, max_rounds: int = 100_000) -> None:
+        """Move messages through fetch and parse until the task has nothing left to do."""
+        ratio = self.pipeline.settings_for(task_id).limits.max_error_ratio
+        for _ in range(max_rounds):
+            moved = self._round()
+            if moved or self._sweep(task_id) or self.pending():
+                continue
+            # A feeder that died holding a shard lease blocks that shard until the lease
+            # expires; skip ahead as the periodic sweep would, a few times.
+            if self._sweep_later(task_id):
+                continue
+            self.deliver(lambda: maybe_finish(self.services, self.run_id, task_id, ratio))
+            return
+        raise RuntimeError(f"task {task_id} did not settle")
+
+    def _round(self) -> int:
+        fetched = [FetchMessage.model_validate_json(m.body) for m in self.fetch_queue.drain()]
+        for chunk in _chunks(fetched, self.fetch_batch):
+            self.stats.fetch_invocations += 1
+            self.stats.fetch_messages += len(chunk)
+            self._timed(
+                "fetch",
+                lambda c=chunk: self.deliver(  # type: ignore[misc]
+                    lambda: self.loop.run_until_complete(
+                        process_fetch_batch(self.services, self.fetcher, c)
+                    )
+                ),
+            )
+        parsed = [ParseBundle.model_validate_json(m.body) for m in self.parse_queue.drain()]
+        for bundle in parsed:
+            self.stats.parse_invocations += 1
+            self.stats.parse_messages += 1
+            self._timed(
+                "parse",
+                lambda b=bundle: self.deliver(lambda: process_bundle(self.services, b)),  # type: ignore[misc]
+            )
+        return len(fetched) + len(parsed)
+
+    def _sweep(self, task_id: str) -> int:
+        sent = 0
+
+        def work() -> None:
+            nonlocal sent
+            sent = sweep(
+                self.services,
+                pipeline=self.pipeline.name,
+                version=self.pipeline.version_hash(),
+                run=self.run_id,
+                task=task_id,
+                delay=self.pipeline.settings_for(task_id).politeness.delay,
+            )
+
+        self.deliver(work)
+        return sent
+
+    def _sweep_later(self, task_id: str, tries: int = 10) -> bool:
+        for _ in range(tries):
+            self.clock.advance(self.services.config.lease_seconds + 1)
+            if self._sweep(task_id) or self.pending():
+                return True
+        return False
+
+    def pending(self) -> int:
+        """Messages waiting in the fetch and parse queues."""
+        return self.fetch_queue.approximate_depth() + self.parse_queue.approximate_depth()
+
+    def _timed(self, stage: str, work: Work) -> None:
+        start = time.process_time()
+        try:
+            work()
+        finally:
+            spent = time.process_time() - start
+            self.stats.cpu_seconds[stage] = self.stats.cpu_seconds.get(stage, 0.0) + spent
+
+    def close(self) -> None:
+        self.loop.run_until_complete(self.fetcher.aclose())
+        self.loop.close()
+
+    def __enter__(self) -> MemoryRunner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _chunks(items: list[Any], size: int) -> Iterator[list[Any]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
