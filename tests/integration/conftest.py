@@ -161,23 +161,16 @@ class StepFunctionsEnv:
         return item
 
 
-@pytest.fixture
-def sfn_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[StepFunctionsEnv]:
-    for key, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_SESSION_TOKEN": "testing",
-        "AWS_DEFAULT_REGION": REGION,
-    }.items():
-        monkeypatch.setenv(key, value)
-    apply_moto_patches()
-    with mock_aws(config={"stepfunctions": {"execute_state_machine": True}}):
-        sfn = boto3.client("stepfunctions", region_name=REGION)
-        sqs = boto3.client("sqs", region_name=REGION)
-        ddb = boto3.client("dynamodb", region_name=REGION)
-        queue_url = sqs.create_queue(QueueName="stepcrawl-control")["QueueUrl"]
-        ddb.create_table(
-            TableName="stepcrawl",
+class Moto:
+    """The mocked AWS account of one test: clients, and the stepcrawl table on demand."""
+
+    def client(self, service: str) -> Any:
+        return boto3.client(service, region_name=REGION)  # type: ignore[call-overload]
+
+    def table(self, name: str = "stepcrawl") -> str:
+        """Create a table with stepcrawl's key schema (string ``pk`` and ``sk``)."""
+        self.client("dynamodb").create_table(
+            TableName=name,
             KeySchema=[
                 {"AttributeName": "pk", "KeyType": "HASH"},
                 {"AttributeName": "sk", "KeyType": "RANGE"},
@@ -188,11 +181,35 @@ def sfn_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[StepFunctionsEnv]:
             ],
             BillingMode="PAY_PER_REQUEST",
         )
-        worker = Worker(sfn, sqs, queue_url)
-        thread = threading.Thread(target=worker.run, daemon=True)
-        thread.start()
-        try:
-            yield StepFunctionsEnv(sfn, ddb, worker, "stepcrawl", queue_url)
-        finally:
-            worker.close()
-            thread.join(5)
+        return name
+
+
+@pytest.fixture
+def moto(monkeypatch: pytest.MonkeyPatch) -> Iterator[Moto]:
+    """moto for every AWS service, Step Functions executing definitions as AWS would."""
+    for key, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_SESSION_TOKEN": "testing",
+        "AWS_DEFAULT_REGION": REGION,
+    }.items():
+        monkeypatch.setenv(key, value)
+    apply_moto_patches()
+    with mock_aws(config={"stepfunctions": {"execute_state_machine": True}}):
+        yield Moto()
+
+
+@pytest.fixture
+def sfn_env(moto: Moto) -> Iterator[StepFunctionsEnv]:
+    sfn = moto.client("stepfunctions")
+    sqs = moto.client("sqs")
+    queue_url = sqs.create_queue(QueueName="stepcrawl-control")["QueueUrl"]
+    table = moto.table()
+    worker = Worker(sfn, sqs, queue_url)
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    try:
+        yield StepFunctionsEnv(sfn, moto.client("dynamodb"), worker, table, queue_url)
+    finally:
+        worker.close()
+        thread.join(5)

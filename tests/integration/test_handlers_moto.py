@@ -21,15 +21,15 @@ import boto3
 import pytest
 import yaml
 from aws_lambda_powertools.utilities.parser.models import SqsModel
-from moto import mock_aws
 
 from stepcrawl import names
 from stepcrawl.compiler import compile_pipeline, definition_json, substitute
 from stepcrawl.crawl.paths import items_prefix
 from stepcrawl.demo import DemoSite, ShopModel
-from stepcrawl.local import apply_moto_patches
 from stepcrawl.pipeline import Pipeline
 from stepcrawl.runtime import services_from_env
+
+from .conftest import Moto
 
 ROOT = Path(__file__).resolve().parents[2]
 REGION = "us-east-1"
@@ -113,46 +113,27 @@ class Mapping:
 
 
 @pytest.fixture
-def aws(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[dict[str, Any]]:
+def aws(moto: Moto, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[dict[str, Any]]:
     for key, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": REGION,
         "POWERTOOLS_TRACE_DISABLED": "true",
         "POWERTOOLS_METRICS_NAMESPACE": names.METRICS_NAMESPACE,
         "POWERTOOLS_LOG_LEVEL": "WARNING",
     }.items():
         monkeypatch.setenv(key, value)
-    apply_moto_patches()
-    with mock_aws(config={"stepfunctions": {"execute_state_machine": True}}):
-        sqs = boto3.client("sqs", region_name=REGION)
-        ddb = boto3.client("dynamodb", region_name=REGION)
-        s3 = boto3.client("s3", region_name=REGION)
-        queues = {
-            name: sqs.create_queue(QueueName=f"stepcrawl-{name}")["QueueUrl"]
-            for name in ("control", "fetch", "parse")
-        }
-        ddb.create_table(
-            TableName="stepcrawl",
-            KeySchema=[
-                {"AttributeName": "pk", "KeyType": "HASH"},
-                {"AttributeName": "sk", "KeyType": "RANGE"},
-            ],
-            AttributeDefinitions=[
-                {"AttributeName": "pk", "AttributeType": "S"},
-                {"AttributeName": "sk", "AttributeType": "S"},
-            ],
-            BillingMode="PAY_PER_REQUEST",
-        )
-        s3.create_bucket(Bucket="stepcrawl-data")
-        monkeypatch.setenv(names.ENV_TABLE, "stepcrawl")
-        monkeypatch.setenv(names.ENV_BUCKET, "stepcrawl-data")
-        monkeypatch.setenv(names.ENV_FETCH_QUEUE_URL, queues["fetch"])
-        monkeypatch.setenv(names.ENV_PARSE_QUEUE_URL, queues["parse"])
-        monkeypatch.setenv(names.ENV_PIPELINES_DIR, str(tmp_path))
-        services_from_env.cache_clear()
-        yield {"sqs": sqs, "s3": s3, "queues": queues, "dir": tmp_path}
-        services_from_env.cache_clear()
+    sqs, s3 = moto.client("sqs"), moto.client("s3")
+    queues = {
+        name: sqs.create_queue(QueueName=f"stepcrawl-{name}")["QueueUrl"]
+        for name in ("control", "fetch", "parse")
+    }
+    s3.create_bucket(Bucket="stepcrawl-data")
+    monkeypatch.setenv(names.ENV_TABLE, moto.table())
+    monkeypatch.setenv(names.ENV_BUCKET, "stepcrawl-data")
+    monkeypatch.setenv(names.ENV_FETCH_QUEUE_URL, queues["fetch"])
+    monkeypatch.setenv(names.ENV_PARSE_QUEUE_URL, queues["parse"])
+    monkeypatch.setenv(names.ENV_PIPELINES_DIR, str(tmp_path))
+    services_from_env.cache_clear()
+    yield {"sqs": sqs, "s3": s3, "queues": queues, "dir": tmp_path}
+    services_from_env.cache_clear()
 
 
 def crawl_only_pipeline(site_url: str, directory: Path) -> Pipeline:

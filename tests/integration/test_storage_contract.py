@@ -6,12 +6,9 @@ from what DynamoDB, SQS and S3 (as moto plays them) really do.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
-import boto3
 import pytest
-from moto import mock_aws
 
 from stepcrawl.storage import (
     All,
@@ -26,56 +23,34 @@ from stepcrawl.storage import (
 )
 from stepcrawl.storage.aws import DynamoBatchWriter, DynamoTable, S3BlobStore, SqsQueue
 
-REGION = "us-east-1"
+from .conftest import Moto
 
 
 @pytest.fixture
-def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    for key, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": REGION,
-    }.items():
-        monkeypatch.setenv(key, value)
-    with mock_aws():
-        yield
-
-
-def _dynamo_table(name: str) -> DynamoTable:
-    client = boto3.client("dynamodb", region_name=REGION)
-    client.create_table(
-        TableName=name,
-        KeySchema=[
-            {"AttributeName": "pk", "KeyType": "HASH"},
-            {"AttributeName": "sk", "KeyType": "RANGE"},
-        ],
-        AttributeDefinitions=[
-            {"AttributeName": "pk", "AttributeType": "S"},
-            {"AttributeName": "sk", "AttributeType": "S"},
-        ],
-        BillingMode="PAY_PER_REQUEST",
-    )
-    return DynamoTable(name, client=client)
+def aws(moto: Moto) -> Moto:
+    return moto
 
 
 @pytest.fixture(params=["memory", "dynamodb"])
-def table(request: pytest.FixtureRequest, aws: None) -> Any:
-    return MemoryTable() if request.param == "memory" else _dynamo_table("contract")
+def table(request: pytest.FixtureRequest, aws: Moto) -> Any:
+    if request.param == "memory":
+        return MemoryTable()
+    return DynamoTable(aws.table("contract"), client=aws.client("dynamodb"))
 
 
 @pytest.fixture(params=["memory", "s3"])
-def blobs(request: pytest.FixtureRequest, aws: None) -> Any:
+def blobs(request: pytest.FixtureRequest, aws: Moto) -> Any:
     if request.param == "memory":
         return MemoryBlobStore()
-    boto3.client("s3", region_name=REGION).create_bucket(Bucket="contract")
-    return S3BlobStore("contract", client=boto3.client("s3", region_name=REGION))
+    aws.client("s3").create_bucket(Bucket="contract")
+    return S3BlobStore("contract", client=aws.client("s3"))
 
 
 @pytest.fixture(params=["memory", "sqs"])
-def queue(request: pytest.FixtureRequest, aws: None) -> Any:
+def queue(request: pytest.FixtureRequest, aws: Moto) -> Any:
     if request.param == "memory":
         return MemoryQueue()
-    sqs = boto3.client("sqs", region_name=REGION)
+    sqs = aws.client("sqs")
     return SqsQueue(sqs.create_queue(QueueName="contract")["QueueUrl"], client=sqs)
 
 
@@ -198,8 +173,8 @@ def test_queue_batches_and_depth(queue: Any) -> None:
     assert queue.meter.snapshot().sqs_requests >= 4  # 23 small in 3 batches + the 200 KB one(s)
 
 
-def test_dynamo_batch_writer_upserts(aws: None) -> None:
-    client = boto3.client("dynamodb", region_name=REGION)
+def test_dynamo_batch_writer_upserts(aws: Moto) -> None:
+    client = aws.client("dynamodb")
     client.create_table(
         TableName="prices",
         KeySchema=[{"AttributeName": "sku", "KeyType": "HASH"}],

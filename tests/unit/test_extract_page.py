@@ -242,8 +242,8 @@ def test_default_allowed_domains() -> None:
     seeds = ["https://A.example.com/x", "http://a.example.com:8080/", "https://b.example.org/"]
     assert default_allowed_domains(task(seeds=seeds)) == ("a.example.com", "b.example.org")
     assert default_allowed_domains(task(allowed_domains=["c.net"])) == ["c.net"]
-    upstream = task(seeds=[], seed_field="url", depends_on=["find"])
-    assert tuple(default_allowed_domains(upstream)) == ()
+    upstream = task(seeds=[], seed_field="url", depends_on=["find"], allowed_domains=["d.io"])
+    assert tuple(default_allowed_domains(upstream)) == ("d.io",)
 
 
 def test_latin1_page_from_the_header() -> None:

@@ -467,7 +467,9 @@ def test_crawl_needs_seeds_or_seed_field() -> None:
 def test_crawl_seeded_from_inputs_via_seed_field() -> None:
     p = pipeline(
         crawl("index"),
-        CrawlTask(id="details", depends_on=["index"], seed_field="url"),
+        CrawlTask(
+            id="details", depends_on=["index"], seed_field="url", allowed_domains=["example.com"]
+        ),
     )
     details = p.task("details")
     assert isinstance(details, CrawlTask)
@@ -475,6 +477,12 @@ def test_crawl_seeded_from_inputs_via_seed_field() -> None:
     assert details.consumes == ["index"]
     assert details.graph_node().inputs == ("index",)
     assert p.dag().topological_order() == ["index", "details"]
+
+
+def test_crawl_seeded_from_items_must_name_its_hosts() -> None:
+    with pytest.raises(ValidationError) as caught:
+        CrawlTask(id="details", depends_on=["index"], seed_field="url")
+    assert "allowed_domains" in str(caught.value)
 
 
 def test_crawl_without_seed_field_consumes_nothing() -> None:

@@ -392,3 +392,9 @@ def test_load_source_directory(tmp_path: Path) -> None:
     with pytest.raises(InvalidPipelineError) as caught:
         load_source(tmp_path)
     assert caught.value.issues[0].message.startswith("cannot read file: ")
+
+
+def test_plain_scalars_follow_yaml_1_2() -> None:
+    """No base-60 numbers and no yes/no/on/off booleans: what the author sees is what counts."""
+    doc = parse_source("a: 1:30\nb: no\nc: on\nd: true\ne: 12\nf: 1.5\ng: False\n", "x.yaml")
+    assert doc.data == {"a": "1:30", "b": "no", "c": "on", "d": True, "e": 12, "f": 1.5, "g": False}

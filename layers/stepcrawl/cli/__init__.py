@@ -101,8 +101,9 @@ def validate(
             continue
         report.append({"file": str(path), "valid": True, "pipeline": pipeline.name})
         if output is OutputFormat.text:
-            tasks = len(pipeline.tasks)
-            out.print(f"[green]✓[/green] {path}: pipeline {pipeline.name} ({tasks} tasks)")
+            count = len(pipeline.tasks)
+            tasks = f"{count} task{'s' if count != 1 else ''}"
+            out.print(f"[green]✓[/green] {path}: pipeline {pipeline.name} ({tasks})")
     if output is OutputFormat.json:
         out.print_json(json.dumps(report))
     elif len(files) > 1:

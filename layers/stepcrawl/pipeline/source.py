@@ -8,6 +8,7 @@ path, and a repeated key is an error that names both lines.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,12 +70,54 @@ def load_source(path: str | Path) -> SourceDocument:
     return parse_source(text, str(p), as_json=p.suffix.lower() == ".json")
 
 
+_YAML11_SCALARS = frozenset(f"tag:yaml.org,2002:{t}" for t in ("bool", "int", "float"))
+
+
+class _Yaml12Loader(yaml.SafeLoader):
+    """PyYAML's safe loader with YAML 1.2's plain scalars.
+
+    YAML 1.1 reads ``timeout: 1:30`` as 90 (base 60) and ``obey_robots: no`` or ``on`` as
+    booleans; YAML 1.2, and every modern editor, reads them as strings. A pipeline should
+    mean what its author sees, so booleans are only true/false and numbers have no base 60.
+    """
+
+    yaml_implicit_resolvers = {  # noqa: RUF012 - PyYAML's own class attribute
+        first: [
+            (tag, regexp)
+            for tag, regexp in resolvers
+            if tag
+            not in {"tag:yaml.org,2002:bool", "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"}
+        ]
+        for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+    }
+
+
+_Yaml12Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:bool",
+    re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
+    list("tTfF"),
+)
+_Yaml12Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:int",
+    re.compile(r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$"),
+    list("-+0123456789"),
+)
+_Yaml12Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(
+        r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
+        r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
+    ),
+    list("-+0123456789."),
+)
+
+
 def parse_source(text: str, path: str, *, as_json: bool = False) -> SourceDocument:
     """Parse YAML (a superset of JSON) or strict JSON text into a :class:`SourceDocument`."""
     if as_json:
         return _parse_json(text, path)
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        node = yaml.compose(text, Loader=_Yaml12Loader)
     except yaml.MarkedYAMLError as exc:
         raise InvalidPipelineError([_yaml_issue(exc)], path) from None
     except yaml.YAMLError as exc:  # e.g. a control character the reader refuses
@@ -126,7 +169,7 @@ def _parse_json(text: str, path: str) -> SourceDocument:
         raise InvalidPipelineError([issue], path) from None
     # JSON keeps no positions; YAML, a superset of JSON, reads the same text with them.
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        node = yaml.compose(text, Loader=_Yaml12Loader)
     except yaml.YAMLError:
         node = None  # valid JSON that PyYAML does not take (tabs): no line numbers then
     builder = _Builder(doc.marks)
@@ -148,7 +191,7 @@ class _Builder:
         self.marks = marks
         self.problems: list[Issue] = []
         # One constructor turns scalar nodes into Python values with YAML's safe tag rules.
-        self._constructor = yaml.SafeLoader("")
+        self._constructor = _Yaml12Loader("")
         self._open: set[int] = set()  # collections being built: an alias back into one loops
 
     def build(self, node: yaml.Node, loc: Loc, mark: Mark | None = None) -> Any:

@@ -215,7 +215,7 @@ def _matcher(
     compiled = re.compile(pattern)
 
     def check(value: str) -> str:
-        if compiled.match(value):
+        if compiled.fullmatch(value):  # fullmatch: '$' would let a trailing newline in
             return value
         hint = None
         if len(value) > longest:
