@@ -22,6 +22,8 @@ two-item transaction, instead of a transactional write per page.
 
 from __future__ import annotations
 
+import random
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,17 +31,22 @@ from typing import Any
 from stepcrawl.crawl.context import CrawlServices
 from stepcrawl.crawl.keys import task_key, url_hash, url_key
 from stepcrawl.crawl.messages import UrlRef
+from stepcrawl.errors import RetryableError
 from stepcrawl.storage import All, Cond, TransactionConflict, Usage, Write
 
 __all__ = [
+    "RUNNING_PK",
     "PageCommit",
-    "commit_pages",
+    "count_bundle",
     "create_task_record",
     "maybe_finish",
+    "stamp_pages",
     "task_summary",
 ]
 
 RUNNING, FINISHING, SUCCEEDED, FAILED = "running", "finishing", "succeeded", "failed"
+RUNNING_PK = "RUNNING"  # partition listing the crawl tasks that are running (for the sweeper)
+_MAX_CONFLICTS = 8
 LEDGER_TTL = 7 * 86400  # seconds a bundle's ledger item is kept (DynamoDB TTL)
 _COUNTERS = ("claimed", "finished", "ok", "failed", "items", "bytes", "dropped", "skipped")
 
@@ -83,25 +90,49 @@ def create_task_record(
         **dict.fromkeys(_COUNTERS, 0),
     }
     record["claimed"] = seeds
-    return services.table.put(record, condition=Cond("pk", "not_exists"))
+    created = services.table.put(record, condition=Cond("pk", "not_exists"))
+    # The sweeper's list of live tasks (written every time: a crash may have left it out).
+    services.table.put(
+        {
+            "pk": RUNNING_PK,
+            "sk": f"{run}#{task}",
+            "run": run,
+            "task": task,
+            "pipeline": pipeline,
+            "version": version,
+        }
+    )
+    return created
 
 
-def commit_pages(
+def stamp_pages(
+    services: CrawlServices, run: str, task: str, bundle_id: str, pages: Sequence[PageCommit]
+) -> list[PageCommit]:
+    """Record ``pages`` for this bundle; return those that are this bundle's (now or earlier).
+
+    Pages recorded by another bundle (a duplicate fetch) are left out: their links and items
+    belong to that bundle.
+    """
+    return [page for page in pages if _stamp(services, run, task, bundle_id, page)]
+
+
+def count_bundle(
     services: CrawlServices,
     run: str,
     task: str,
     bundle_id: str,
-    pages: Sequence[PageCommit],
+    mine: list[PageCommit],
     usage: Usage | None = None,
 ) -> list[PageCommit]:
-    """Record ``pages`` and count them once; return this bundle's pages (to enqueue links).
+    """Count this bundle's stamped pages and their owned children, once per bundle.
 
-    Pages recorded by another bundle are left out; when the page budget cannot take every
-    owned child, the surplus children are marked skipped and not counted.
+    When the page budget cannot take every owned child, the surplus children are marked
+    skipped (and left out of ``mine``'s children). Returns ``mine``, or ``[]`` if the task
+    is over.
     """
-    mine = [page for page in pages if _stamp(services, run, task, bundle_id, page)]
     spent = {f"u_{k}": v for k, v in (usage or Usage()).as_dict().items()}
     ledger = (f"RUN#{run}", f"LEDGER#{task}#{bundle_id}")
+    conflicts = 0
     while True:
         children = sum(len(p.children) for p in mine)
         writes = [
@@ -140,7 +171,13 @@ def commit_pages(
                 return mine  # counted by an earlier delivery of this bundle
             record = conflict.current.get(1) or {}
             if not conflict.failed:
-                continue  # a concurrent transaction on the task record: retry
+                # Another transaction touched the task record at the same moment (many
+                # parsers commit to it): back off a little, with jitter, and retry.
+                conflicts += 1
+                if conflicts > _MAX_CONFLICTS:
+                    raise RetryableError("task record too contended; SQS will redeliver") from None
+                time.sleep(random.uniform(0, 0.02 * 2**conflicts))  # noqa: S311 - jitter
+                continue
             if record.get("status") != RUNNING:
                 return []  # finished or cancelled meanwhile: nothing more to record
             _trim(services, run, task, mine, max(0, int(record.get("budget", 0))))
@@ -230,6 +267,7 @@ def maybe_finish(services: CrawlServices, run: str, task: str, max_error_ratio: 
         services.tokens.succeed(record["token"], summary)
         final = SUCCEEDED
     services.table.update(key, set={"status": final}, condition=Cond("status", "eq", FINISHING))
+    services.table.delete((RUNNING_PK, f"{run}#{task}"))
     return True
 
 

@@ -58,7 +58,8 @@ def start_crawl(
         record = services.table.get(task_key(run, task.id))
         if record is None or record.get("status") != RUNNING:
             return  # already finished: the token was answered
-        states = services.table.batch_get([url_key(run, task.id, r.url) for r in owned])
+        keys = [url_key(run, task.id, r.url) for r in owned]
+        states = services.table.batch_get(keys, consistent=True)
         owned = [
             r
             for r in owned

@@ -17,8 +17,10 @@ from datetime import UTC, datetime
 from typing import Protocol
 
 from stepcrawl.crawl.context import CrawlServices
+from stepcrawl.crawl.frontier import enqueue
+from stepcrawl.crawl.hosts import HostView, note_crawl_delay, pause_host, read_hosts
 from stepcrawl.crawl.keys import url_hash, url_key
-from stepcrawl.crawl.messages import FetchMessage, PageEnvelope, ParseBundle
+from stepcrawl.crawl.messages import FetchMessage, PageEnvelope, ParseBundle, UrlRef
 from stepcrawl.crawl.paths import body_key
 from stepcrawl.extract.urls import url_host
 from stepcrawl.fetch import FetchPolicy, FetchResult
@@ -36,6 +38,8 @@ class BatchFetcher(Protocol):
     async def fetch_many(
         self, urls: Sequence[str], policy: FetchPolicy, concurrency: int
     ) -> list[FetchResult]: ...
+
+    async def crawl_delay(self, url: str, policy: FetchPolicy) -> float | None: ...
 
 
 def fetch_policy(pipeline: Pipeline, task: CrawlTask) -> FetchPolicy:
@@ -66,22 +70,65 @@ async def process_fetch_batch(
         task = pipeline.task(task_id)
         assert isinstance(task, CrawlTask)
         todo = _still_pending(services, run, task_id, group)
+        hosts = read_hosts(services, run, task_id, [m.shard for m in todo])
+        todo = _defer_paused(services, todo, hosts)
         if not todo:
             continue
         policy = fetch_policy(pipeline, task)
         results = await fetcher.fetch_many(
             [m.ref.url for m in todo], policy, services.config.fetch_concurrency
         )
+        if policy.obey_robots:
+            await _learn_crawl_delays(services, fetcher, policy, todo, hosts)
         envelopes = _outcomes(services, pipeline, task, todo, results)
         forwarded += len(envelopes)
         _send_bundles(services, pipeline_name, version, run, task_id, envelopes)
     return forwarded
 
 
+def _defer_paused(
+    services: CrawlServices, messages: Sequence[FetchMessage], hosts: dict[int, HostView]
+) -> list[FetchMessage]:
+    """Send back, unchanged, the URLs of hosts a Retry-After told us to leave alone."""
+    now = services.clock()
+    ready: list[FetchMessage] = []
+    later: list[OutMessage] = []
+    for message in messages:
+        until = hosts[message.shard].paused_until(url_host(message.ref.url))
+        if until > now:
+            wait = min(MAX_SQS_DELAY, math.ceil(until - now))
+            later.append(OutMessage(message.model_dump_json(), wait))
+        else:
+            ready.append(message)
+    if later:
+        services.fetch_queue.send_batch(later)
+    return ready
+
+
+async def _learn_crawl_delays(
+    services: CrawlServices,
+    fetcher: BatchFetcher,
+    policy: FetchPolicy,
+    messages: Sequence[FetchMessage],
+    hosts: dict[int, HostView],
+) -> None:
+    """Record robots.txt Crawl-delays the feeder does not know yet (the robots are cached)."""
+    first: dict[str, FetchMessage] = {}
+    for message in messages:
+        first.setdefault(url_host(message.ref.url), message)
+    for host, message in first.items():
+        seconds = await fetcher.crawl_delay(message.ref.url, policy)
+        known = hosts[message.shard].crawl_delays.get(host)
+        if seconds is not None and seconds != known:
+            note_crawl_delay(services, message.run, message.task, message.shard, host, seconds)
+
+
 def _still_pending(
     services: CrawlServices, run: str, task: str, messages: Sequence[FetchMessage]
 ) -> list[FetchMessage]:
-    records = services.table.batch_get([url_key(run, task, m.ref.url) for m in messages])
+    # Consistent: a URL claimed and fed a moment ago must be seen as pending.
+    keys = [url_key(run, task, m.ref.url) for m in messages]
+    records = services.table.batch_get(keys, consistent=True)
     unique: dict[str, FetchMessage] = {}
     for message in messages:
         record = records.get(url_key(run, task, message.ref.url))
@@ -98,31 +145,44 @@ def _outcomes(
     results: Sequence[FetchResult],
 ) -> list[PageEnvelope]:
     retry = pipeline.settings_for(task.id).retry
+    now_s = services.clock()
     now = datetime.now(UTC).isoformat(timespec="seconds")
     envelopes: list[PageEnvelope] = []
     retries: list[OutMessage] = []
+    waits: list[tuple[UrlRef, str]] = []
     for message, result in zip(messages, results, strict=True):
         ref = message.ref
-        if result.outcome in ("transient", "throttle") and ref.attempt < retry.max_attempts:
+        outcome = retry.reclassify.get(result.status or 0, result.outcome)
+        if outcome == "throttle" and result.retry_after:
+            pause = min(result.retry_after, retry.max_retry_after)
+            host = url_host(ref.url)
+            pause_host(services, message.run, message.task, message.shard, host, now_s + pause)
+        if outcome in ("transient", "throttle") and ref.attempt < retry.max_attempts:
             delay = _backoff(ref.attempt, retry.base_delay, retry.max_delay, result.retry_after)
-            again = message.model_copy(
-                update={"ref": ref.model_copy(update={"attempt": ref.attempt + 1})}
+            delay = min(delay, math.ceil(retry.max_retry_after))
+            again = ref.model_copy(update={"attempt": ref.attempt + 1})
+            if delay > MAX_SQS_DELAY:
+                # Longer than SQS can hold a message: wait in the frontier instead.
+                waits.append((again.model_copy(update={"not_before": now_s + delay}), "retry"))
+                continue
+            retries.append(
+                OutMessage(message.model_copy(update={"ref": again}).model_dump_json(), delay)
             )
-            retries.append(OutMessage(again.model_dump_json(), delay))
             continue
         envelope = PageEnvelope(
             ref=ref,
             shard=message.shard,
-            outcome="ok" if result.outcome == "ok" else "failed",
+            outcome="ok" if outcome == "ok" else "failed",
             status=result.status,
-            reason=result.reason,
+            reason=result.reason if outcome == result.outcome else f"{result.reason} ({outcome})",
             final_url=result.final_url,
             content_type=result.headers.get("content-type"),
             fetched_at=now,
             elapsed_ms=result.elapsed_ms,
             size=len(result.body),
+            digest=hashlib.blake2b(result.body, digest_size=8).hexdigest(),
         )
-        if result.outcome == "ok":
+        if outcome == "ok":
             packed = PageEnvelope.pack(result.body)
             if len(packed) <= services.config.inline_body_limit:
                 envelope = envelope.model_copy(update={"body_gz_b64": packed})
@@ -133,7 +193,21 @@ def _outcomes(
         envelopes.append(envelope)
     if retries:
         services.fetch_queue.send_batch(retries)
+    for ref, _ in waits:
+        chunk = f"retry-{url_hash(ref.url)}-{ref.attempt}"
+        enqueue(
+            services,
+            messages[0].run,
+            task.id,
+            [(ref, _owner_of(services, messages[0], ref))],
+            chunk,
+        )
     return envelopes
+
+
+def _owner_of(services: CrawlServices, message: FetchMessage, ref: UrlRef) -> str:
+    record = services.table.get(url_key(message.run, message.task, ref.url)) or {}
+    return str(record.get("owner", ""))
 
 
 def _backoff(attempt: int, base: float, cap: float, retry_after: float | None) -> int:
@@ -142,7 +216,7 @@ def _backoff(attempt: int, base: float, cap: float, retry_after: float | None) -
     delay = random.uniform(0, ceiling)  # noqa: S311 - jitter, not cryptography
     if retry_after is not None:
         delay = max(delay, retry_after)
-    return min(MAX_SQS_DELAY, math.ceil(delay))
+    return math.ceil(delay)
 
 
 def _send_bundles(
@@ -166,8 +240,11 @@ def _send_bundles(
     for batch in batches:
         if not batch:
             continue
-        # The id names the pages and attempts it carries, so a re-sent bundle keeps its id.
-        ident = "|".join(f"{e.ref.url}#{e.ref.attempt}" for e in batch)
+        # The id names what the bundle carries (pages, attempts, outcomes, bodies): a re-sent
+        # bundle keeps its id, a re-fetch that saw something else gets another.
+        ident = "|".join(
+            f"{e.ref.url}#{e.ref.attempt}#{e.outcome}#{e.status}#{e.digest}" for e in batch
+        )
         bundle = ParseBundle(
             pipeline=pipeline,
             version=version,

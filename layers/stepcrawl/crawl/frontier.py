@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import math
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from stepcrawl.crawl.context import CrawlServices
+from stepcrawl.crawl.hosts import HostView
 from stepcrawl.crawl.keys import backlog_pk, shard_key, url_key
 from stepcrawl.crawl.messages import FetchMessage, UrlRef
 from stepcrawl.crawl.ring import shard_of
@@ -31,6 +32,8 @@ from stepcrawl.storage import AnyOf, Cond, OutMessage
 __all__ = ["claim", "enqueue", "feed", "sweep"]
 
 MAX_SQS_DELAY = 900
+FEED_ROUNDS = 4
+CHUNK_BYTES = 300_000  # per backlog item, under DynamoDB's 400 KB with room for the key
 URL_PENDING = "pending"
 
 
@@ -88,17 +91,40 @@ def enqueue(
     pairs = list(owner_of)
     for ref, _ in pairs:
         shard = shard_of(url_host(ref.url), services.config.shards)
-        entry = {"u": ref.url, "d": ref.depth, "a": ref.attempt}
+        entry: dict[str, Any] = {"u": ref.url, "d": ref.depth, "a": ref.attempt}
+        if ref.not_before:
+            entry["nb"] = ref.not_before
         by_shard.setdefault((shard, ref.depth), []).append(entry)
     for (shard, depth), entries in sorted(by_shard.items()):
-        services.table.put(
-            {"pk": backlog_pk(run, task, shard), "sk": f"{depth:03d}#{chunk_id}", "urls": entries}
-        )
+        # Bounded chunks: an item must stay under DynamoDB's 400 KB (a sitemap-like page can
+        # bring thousands of links).
+        for n, part in enumerate(_bounded(entries)):
+            services.table.put(
+                {
+                    "pk": backlog_pk(run, task, shard),
+                    "sk": f"{depth:03d}#{chunk_id}#{n:03d}",
+                    "urls": part,
+                }
+            )
     # Only now: a redelivery after a failed put must claim (and so enqueue) them again.
     cache = services.claim_cache
     for ref, owner in pairs:
         cache.remember(run, task, ref.url, owner)
     return {shard for shard, _ in by_shard}
+
+
+def _bounded(entries: list[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
+    part: list[dict[str, Any]] = []
+    size = 0
+    for entry in entries:
+        weight = len(entry["u"]) + 32
+        if part and size + weight > CHUNK_BYTES:
+            yield part
+            part, size = [], 0
+        part.append(entry)
+        size += weight
+    if part:
+        yield part
 
 
 def feed(
@@ -110,12 +136,36 @@ def feed(
     task: str,
     shard: int,
     delay: float,
+    free: int | None = None,
 ) -> int:
-    """Move ready URLs of one shard into the fetch queue; the number sent."""
+    """Move ready URLs of one shard into the fetch queue; the number sent.
+
+    ``free`` is the room left in the window (measured here if not given). After releasing
+    the lease the backlog is read again, consistently: a feeder refused while we held the
+    lease has put its chunk by then, and we send it rather than leave it to the sweep.
+    """
+    if free is None:
+        free = services.config.window - services.fetch_queue.approximate_depth()
+    where = (pipeline, version, run, task, shard)
+    total = 0
+    for _ in range(FEED_ROUNDS):
+        if free <= 0 or not services.table.query(
+            backlog_pk(run, task, shard), limit=1, consistent=True
+        ):
+            break  # cheap reads first: a lease costs two writes
+        sent = _feed_once(services, where, free, delay)
+        if sent is None or sent == 0:
+            break  # held by another feeder (it reads the backlog again), or nothing is due
+        total += sent
+        free -= sent
+    return total
+
+
+def _feed_once(
+    services: CrawlServices, where: tuple[str, str, str, str, int], free: int, delay: float
+) -> int | None:
     table, now = services.table, services.clock()
-    free = services.config.window - services.fetch_queue.approximate_depth()
-    if free <= 0 or not table.query(backlog_pk(run, task, shard), limit=1):
-        return 0  # cheap reads first: a lease costs two writes
+    _, _, run, task, shard = where
     me = uuid.uuid4().hex
     lease_key = shard_key(run, task, shard)
     lease = table.update(
@@ -125,18 +175,18 @@ def feed(
         condition=AnyOf((Cond("owner", "not_exists"), Cond("expires", "lt", now))),
     )
     if lease is None:
-        return 0  # another feeder holds this shard; it will see our backlog
+        return None
     host_next: dict[str, float] = dict(lease.get("host_next", {}))
+    hosts = HostView.of(lease)
     sent = 0
     try:
-        where = (pipeline, version, run, task, shard)
-        sent = _feed_chunks(services, host_next, free, now, delay, where)
+        sent = _feed_chunks(services, host_next, hosts, free, now, delay, where)
     finally:
         keep = {h: t for h, t in host_next.items() if t > now}
         table.update(
             lease_key,
             set={"host_next": keep},
-            remove=("owner", "expires"),
+            remove=("owner", "expires", *hosts.expired(now)),
             condition=Cond("owner", "eq", me),
         )
     return sent
@@ -145,6 +195,7 @@ def feed(
 def _feed_chunks(
     services: CrawlServices,
     host_next: dict[str, float],
+    hosts: HostView,
     free: int,
     now: float,
     delay: float,
@@ -162,11 +213,11 @@ def _feed_chunks(
                 rest.append(entry)
                 continue
             host = url_host(entry["u"])
-            at = max(now, host_next.get(host, now))
+            at = max(now, host_next.get(host, now), hosts.paused_until(host), entry.get("nb", 0))
             if at - now > MAX_SQS_DELAY:
-                rest.append(entry)  # this host is booked beyond SQS's reach: wait
+                rest.append(entry)  # not due within SQS's reach (paused, booked, retry): wait
                 continue
-            host_next[host] = at + delay
+            host_next[host] = at + hosts.spacing(host, delay)
             message = FetchMessage(
                 pipeline=pipeline,
                 version=version,
@@ -195,9 +246,17 @@ def _feed_chunks(
 def sweep(
     services: CrawlServices, *, pipeline: str, version: str, run: str, task: str, delay: float
 ) -> int:
-    """Feed every shard of a task (the periodic safety net against starved shards)."""
-    return sum(
-        feed(
+    """Feed every shard of a task that has a backlog, sharing one measure of the window.
+
+    Called after every commit and by the periodic sweeper: a shard whose feeding was
+    refused (window full, lease held, a stale read) is fed by the next sweep.
+    """
+    free = services.config.window - services.fetch_queue.approximate_depth()
+    total = 0
+    for shard in range(services.config.shards):
+        if free <= 0:
+            break
+        sent = feed(
             services,
             pipeline=pipeline,
             version=version,
@@ -205,6 +264,8 @@ def sweep(
             task=task,
             shard=shard,
             delay=delay,
+            free=free,
         )
-        for shard in range(services.config.shards)
-    )
+        total += sent
+        free -= sent
+    return total

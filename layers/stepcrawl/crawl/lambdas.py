@@ -11,8 +11,9 @@ from stepcrawl.crawl.dispatch import handle_control
 from stepcrawl.crawl.fetch_stage import BatchFetcher, process_fetch_batch
 from stepcrawl.crawl.messages import ControlMessage, FetchMessage, ParseBundle
 from stepcrawl.crawl.parse_stage import process_bundle
+from stepcrawl.crawl.sweeper import sweep_running
 
-__all__ = ["SqsRecord", "dispatch_record", "fetch_records", "parse_record"]
+__all__ = ["SqsRecord", "dispatch_record", "fetch_records", "parse_record", "sweep"]
 
 
 class SqsRecord(Protocol):
@@ -28,6 +29,17 @@ def dispatch_record(services: CrawlServices, body: str) -> None:
 
 def parse_record(services: CrawlServices, body: str) -> int:
     return process_bundle(services, ParseBundle.model_validate_json(body))
+
+
+def sweep(services: CrawlServices) -> dict[str, int]:
+    """The scheduled sweep; its counts go to the log."""
+    report = sweep_running(services)
+    return {
+        "tasks": report.tasks,
+        "sent": report.sent,
+        "finished": report.finished,
+        "errors": report.errors,
+    }
 
 
 def fetch_records(

@@ -37,6 +37,7 @@ class UrlRef(_Message):
     url: str
     depth: int = 0
     attempt: int = 1
+    not_before: float = Field(0.0, description="Epoch seconds before which it must not be sent.")
 
 
 class FetchMessage(_Message):
@@ -65,10 +66,12 @@ class PageEnvelope(_Message):
     body_gz_b64: str | None = Field(None, description="Inline body, gzip + base64.")
     body_key: str | None = Field(None, description="Blob key of a body too large to inline.")
     size: int = 0
+    digest: str = Field("", description="Hash of the body: a re-fetch is another bundle.")
 
     @staticmethod
     def pack(body: bytes) -> str:
-        return base64.b64encode(gzip.compress(body, compresslevel=5)).decode()
+        # mtime=0: the same body always packs to the same bytes.
+        return base64.b64encode(gzip.compress(body, compresslevel=5, mtime=0)).decode()
 
     def inline_body(self) -> bytes | None:
         if self.body_gz_b64 is None:

@@ -2,14 +2,16 @@
 
 Order matters for at-least-once delivery:
 
-1. extract every page; write the bundle's items as one JSONL part whose key is the bundle's
-   id (a redelivery overwrites the same object);
-2. claim the links (owned by the page that found them);
-3. record the pages and count them once (:func:`~stepcrawl.crawl.accounting.commit_pages`);
-   pages recorded by another bundle are dropped, and the part is rewritten without them;
-4. enqueue the owned links of this bundle's pages (again on a redelivery, which a crash
-   between 3 and 4 needs; chunk ids make it idempotent), feed those shards, and finish the
-   task if it is complete.
+1. extract every page;
+2. stamp the pages recorded by this bundle (:func:`~stepcrawl.crawl.accounting.stamp_pages`);
+   pages another bundle recorded (a duplicate fetch) are dropped here, with their links
+   and items;
+3. write this bundle's items as one JSONL part keyed by the bundle id (a redelivery, which
+   carries the same pages and bodies, overwrites the same object);
+4. claim the links of this bundle's pages (owned by the page that found them), and count
+   pages and owned links once (:func:`~stepcrawl.crawl.accounting.count_bundle`);
+5. enqueue the owned links (again on a redelivery, which a crash after 4 needs; chunk ids
+   make it idempotent), feed, and finish the task if it is complete.
 """
 
 from __future__ import annotations
@@ -17,9 +19,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from stepcrawl.crawl.accounting import PageCommit, commit_pages, maybe_finish
+from stepcrawl.crawl.accounting import PageCommit, count_bundle, maybe_finish, stamp_pages
 from stepcrawl.crawl.context import CrawlServices
-from stepcrawl.crawl.frontier import claim, enqueue, feed
+from stepcrawl.crawl.frontier import claim, enqueue, sweep
 from stepcrawl.crawl.keys import url_hash
 from stepcrawl.crawl.messages import PageEnvelope, ParseBundle, UrlRef
 from stepcrawl.crawl.paths import items_part_key
@@ -43,40 +45,33 @@ def process_bundle(services: CrawlServices, bundle: ParseBundle) -> int:
         page, page_items = _extract(services, task, envelope, settings.limits.max_depth)
         pages.append(page)
         items[envelope.ref.url] = page_items
+    # Stamp first: only this bundle's pages may claim links or contribute items, so a
+    # duplicate fetch of a page (another bundle) can neither hide links nor add items.
+    mine = stamp_pages(services, bundle.run, bundle.task, bundle.bundle_id, pages)
     part = items_part_key(bundle.pipeline, bundle.run, bundle.task, bundle.bundle_id)
-    _write_part(services, part, [i for page in pages for i in items[page.ref.url]])
-    for page in pages:
+    _write_part(services, part, [i for page in mine for i in items[page.ref.url]])
+    for page in mine:
         page.children = claim(
             services, bundle.run, bundle.task, url_hash(page.ref.url), page.children
         )
-    mine = commit_pages(
-        services, bundle.run, bundle.task, bundle.bundle_id, pages, services.meter.take()
+    mine = count_bundle(
+        services, bundle.run, bundle.task, bundle.bundle_id, mine, services.meter.take()
     )
-    if len(mine) != len(pages):
-        kept = {p.ref.url for p in mine}
-        _write_part(
-            services,
-            part,
-            [i for page in pages if page.ref.url in kept for i in items[page.ref.url]],
-        )
-    touched = enqueue(
+    enqueue(
         services,
         bundle.run,
         bundle.task,
         [(child, url_hash(page.ref.url)) for page in mine for child in page.children],
         bundle.bundle_id,
     )
-    touched |= {envelope.shard for envelope in bundle.pages}
-    for shard in sorted(touched):
-        feed(
-            services,
-            pipeline=bundle.pipeline,
-            version=bundle.version,
-            run=bundle.run,
-            task=bundle.task,
-            shard=shard,
-            delay=settings.politeness.delay,
-        )
+    sweep(
+        services,
+        pipeline=bundle.pipeline,
+        version=bundle.version,
+        run=bundle.run,
+        task=bundle.task,
+        delay=settings.politeness.delay,
+    )
     maybe_finish(services, bundle.run, bundle.task, settings.limits.max_error_ratio)
     return len(mine)
 

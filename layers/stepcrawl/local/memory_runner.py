@@ -14,13 +14,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from stepcrawl.crawl.accounting import maybe_finish
 from stepcrawl.crawl.context import CrawlConfig, CrawlServices, StaticRegistry
 from stepcrawl.crawl.dispatch import handle_control
 from stepcrawl.crawl.fetch_stage import process_fetch_batch
-from stepcrawl.crawl.frontier import sweep
 from stepcrawl.crawl.messages import ControlMessage, FetchMessage, ParseBundle
 from stepcrawl.crawl.parse_stage import process_bundle
+from stepcrawl.crawl.sweeper import sweep_running
 from stepcrawl.crawl.tokens import MemoryTokens
 from stepcrawl.fetch import Fetcher
 from stepcrawl.pipeline import DynamoDBTarget, LoadTask, Pipeline
@@ -154,7 +153,6 @@ class MemoryRunner:
 
     def drain(self, task_id: str, max_rounds: int = 100_000) -> None:
         """Move messages through fetch and parse until the task has nothing left to do."""
-        ratio = self.pipeline.settings_for(task_id).limits.max_error_ratio
         for _ in range(max_rounds):
             moved = self._round()
             if moved or self._sweep(task_id) or self.pending():
@@ -163,7 +161,7 @@ class MemoryRunner:
             # expires; skip ahead as the periodic sweep would, a few times.
             if self._sweep_later(task_id):
                 continue
-            self.deliver(lambda: maybe_finish(self.services, self.run_id, task_id, ratio))
+            self._sweep(task_id)  # the sweeper also finishes a task whose finisher died
             return
         raise RuntimeError(f"task {task_id} did not settle")
 
@@ -191,18 +189,13 @@ class MemoryRunner:
         return len(fetched) + len(parsed)
 
     def _sweep(self, task_id: str) -> int:
+        """What the scheduled sweeper does (for every running task of this runner)."""
+        del task_id  # the sweeper sweeps every running task, like the deployed one
         sent = 0
 
         def work() -> None:
             nonlocal sent
-            sent = sweep(
-                self.services,
-                pipeline=self.pipeline.name,
-                version=self.pipeline.version_hash(),
-                run=self.run_id,
-                task=task_id,
-                delay=self.pipeline.settings_for(task_id).politeness.delay,
-            )
+            sent = sweep_running(self.services).sent
 
         self.deliver(work)
         return sent

@@ -83,6 +83,28 @@ class RetryPolicy(Strict):
     max_attempts: int = Field(3, ge=1, le=20, description="Tries per URL or stage, first included.")
     base_delay: Duration = Field(1.0, description="First backoff delay; doubles per attempt.")
     max_delay: Duration = Field(300.0, le=43200, description="Cap of one backoff delay.")
+    max_retry_after: Duration = Field(
+        3600.0, le=86400, description="Cap of a server's Retry-After (it pauses the whole host)."
+    )
+    reclassify: dict[int, Literal["transient", "throttle", "fatal"]] = Field(
+        default_factory=dict,
+        description="HTTP status -> failure class, overriding the built-in table "
+        "(e.g. 403: transient for a flaky WAF).",
+    )
+
+    @field_validator("reclassify")
+    @classmethod
+    def _statuses(
+        cls, value: dict[int, Literal["transient", "throttle", "fatal"]]
+    ) -> dict[int, Literal["transient", "throttle", "fatal"]]:
+        for status in value:
+            if not 400 <= status <= 599:
+                raise config_error(
+                    "reclassify",
+                    f"{status} is not an HTTP error status",
+                    "reclassify statuses 400-599 (successes and redirects are not failures)",
+                )
+        return value
 
     @model_validator(mode="after")
     def _delays_ordered(self) -> Self:

@@ -153,19 +153,25 @@ class DynamoTable:
         self.meter.ddb_read(read_units(item_size(item), consistent=consistent))
         return item
 
-    def batch_get(self, keys: Sequence[Key]) -> dict[Key, Item]:
+    def batch_get(self, keys: Sequence[Key], *, consistent: bool = False) -> dict[Key, Item]:
         found: dict[Key, Item] = {}
         unique = list(dict.fromkeys(keys))
         for start in range(0, len(unique), 100):
-            request = {self.name: {"Keys": [self._key(k) for k in unique[start : start + 100]]}}
-            while request:
+            chunk = [self._key(k) for k in unique[start : start + 100]]
+            request = {self.name: {"Keys": chunk, "ConsistentRead": consistent}}
+            for attempt in range(10):
                 raw = self.client.batch_get_item(RequestItems=request)
                 for item in raw.get("Responses", {}).get(self.name, []):
                     decoded = _decode(item)
                     found[(decoded["pk"], decoded["sk"])] = decoded
                 request = raw.get("UnprocessedKeys") or {}
+                if not request:
+                    break
+                time.sleep(min(1.0, 0.02 * 2**attempt))  # throttled: back off before the rest
+            else:
+                raise RetryableError(f"DynamoDB kept throttling reads of {self.name}")
         for key in unique:
-            self.meter.ddb_read(read_units(item_size(found.get(key)), consistent=False))
+            self.meter.ddb_read(read_units(item_size(found.get(key)), consistent=consistent))
         return found
 
     def put(self, item: Item, *, condition: Condition | None = None) -> bool:
@@ -262,6 +268,10 @@ class DynamoTable:
             if error.response["Error"]["Code"] != "TransactionCanceledException":
                 raise
             reasons = error.response.get("CancellationReasons", [])
+            codes = {r.get("Code") for r in reasons} - {None, "None"}
+            if codes - {"ConditionalCheckFailed", "TransactionConflict"}:
+                # Throttling, capacity or validation: not a condition the caller can resolve.
+                raise RetryableError(f"transaction cancelled: {sorted(map(str, codes))}") from error
             failed = [i for i, r in enumerate(reasons) if r.get("Code") == "ConditionalCheckFailed"]
             current = {
                 i: (_decode(reasons[i]["Item"]) if reasons[i].get("Item") else None) for i in failed

@@ -21,6 +21,16 @@ __all__ = ["MemoryTable"]
 Item = dict[str, Any]
 
 
+MAX_ITEM_BYTES = 400 * 1024
+
+
+def _check_size(item: Mapping[str, Any]) -> None:
+    # DynamoDB refuses larger items (ValidationException); the memory table must too, or
+    # tests would pass code that fails on AWS.
+    if item_size(item) > MAX_ITEM_BYTES:
+        raise ValueError(f"item {item.get('pk')}/{item.get('sk')} is larger than 400 KB")
+
+
 def _key(item: Mapping[str, Any]) -> Key:
     return (str(item["pk"]), str(item["sk"]))
 
@@ -59,11 +69,12 @@ class MemoryTable:
             self.meter.ddb_read(read_units(item_size(item), consistent=consistent))
             return copy.deepcopy(item)
 
-    def batch_get(self, keys: Sequence[Key]) -> dict[Key, Item]:
+    def batch_get(self, keys: Sequence[Key], *, consistent: bool = False) -> dict[Key, Item]:
         with self._lock:
             found = {k: copy.deepcopy(self.items[k]) for k in set(keys) if k in self.items}
             for key in set(keys):
-                self.meter.ddb_read(read_units(item_size(found.get(key)), consistent=False))
+                size = item_size(found.get(key))
+                self.meter.ddb_read(read_units(size, consistent=consistent))
             return found
 
     def put(self, item: Item, *, condition: Condition | None = None) -> bool:
@@ -73,6 +84,7 @@ class MemoryTable:
             self.meter.ddb_write(write_units(max(item_size(old), item_size(item))))
             if not evaluate(condition, old):
                 return False
+            _check_size(item)
             self.items[key] = copy.deepcopy(item)
             return True
 
@@ -92,6 +104,7 @@ class MemoryTable:
             self.meter.ddb_write(write_units(max(item_size(old), item_size(new))))
             if not evaluate(condition, old):
                 return None
+            _check_size(new)
             self.items[key] = new
             return copy.deepcopy(new)
 
@@ -139,6 +152,10 @@ class MemoryTable:
                 size_new = item_size(staged.get(write.key, old))
                 size += max(item_size(old), size_new)
                 self.meter.ddb_write(write_units(max(item_size(old), size_new), transactional=True))
+            if len({w.key for w in writes}) != len(writes):
+                raise ValueError("a transaction cannot write one item twice")
             if failed:
                 raise TransactionConflict(failed, current)
+            for item in staged.values():
+                _check_size(item)
             self.items.update(staged)

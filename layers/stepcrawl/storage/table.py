@@ -117,8 +117,8 @@ class Table(Protocol):
         """The item at ``key``, or ``None``."""
         ...
 
-    def batch_get(self, keys: Sequence[Key]) -> dict[Key, Item]:
-        """Existing items among ``keys`` (eventually consistent reads)."""
+    def batch_get(self, keys: Sequence[Key], *, consistent: bool = False) -> dict[Key, Item]:
+        """Existing items among ``keys`` (eventually consistent unless asked otherwise)."""
         ...
 
     def put(self, item: Item, *, condition: Condition | None = None) -> bool:

@@ -1,0 +1,137 @@
+"""Deployment settings, read from CDK context (``cdk.json`` or ``-c key=value``), validated once.
+
+Every key has a default here; ``cdk.json`` repeats them so they are visible next to the app
+command (a test keeps the two equal). ``-c`` values arrive as strings, so numbers are parsed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+__all__ = ["DEFAULTS", "REPO_ROOT", "ConfigError", "StackConfig"]
+
+#: The repository root (``infra/`` lives directly under it); relative paths are read from here.
+REPO_ROOT: Final = Path(__file__).resolve().parent.parent
+
+#: Context key -> default. docs/deploy.md documents each.
+DEFAULTS: Final[Mapping[str, Any]] = {
+    "stage": "dev",
+    "pipelines_dir": "pipelines",
+    "log_retention_days": 14,
+    "dispatch_max_concurrency": 5,
+    "fetch_max_concurrency": 10,
+    "parse_max_concurrency": 5,
+    "shards": 4,
+    "window": 256,
+    "fetch_concurrency": 32,
+    "alert_webhook_secrets": [],
+}
+
+_STAGE = re.compile(r"^[a-z][a-z0-9-]{0,15}$")
+#: CloudWatch Logs accepts only these retention periods (days).
+LOG_RETENTION_CHOICES: Final = (
+    1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731,
+    1096, 1827, 2192, 2557, 2922, 3288, 3653,
+)  # fmt: skip
+#: Lambda's event-source mapping MaximumConcurrency range for SQS.
+ESM_CONCURRENCY_RANGE: Final = (2, 1000)
+
+
+class ConfigError(ValueError):
+    """A context value is invalid; the message names the key and what is allowed."""
+
+
+def _int(key: str, raw: Any, low: int, high: int) -> int:
+    if isinstance(raw, bool):
+        raise ConfigError(f"context {key}: expected an integer, got {raw!r}")
+    try:
+        value = int(raw)
+    except (TypeError, ValueError):
+        raise ConfigError(f"context {key}: expected an integer, got {raw!r}") from None
+    if not low <= value <= high:
+        raise ConfigError(f"context {key}: {value} is out of range {low}-{high}")
+    return value
+
+
+def _secrets(raw: Any) -> tuple[str, ...]:
+    if isinstance(raw, str):  # -c alert_webhook_secrets='["a","b"]' or a single name
+        text = raw.strip()
+        raw = json.loads(text) if text.startswith("[") else ([text] if text else [])
+    if not isinstance(raw, list | tuple) or not all(isinstance(s, str) and s for s in raw):
+        raise ConfigError(
+            "context alert_webhook_secrets: expected a list of Secrets Manager secret names "
+            f"or ARNs, got {raw!r}"
+        )
+    return tuple(raw)
+
+
+@dataclass(frozen=True)
+class StackConfig:
+    """What one deployment (one stage) is built with."""
+
+    stage: str = DEFAULTS["stage"]
+    pipelines_dir: Path = REPO_ROOT / DEFAULTS["pipelines_dir"]
+    log_retention_days: int = DEFAULTS["log_retention_days"]
+    dispatch_max_concurrency: int = DEFAULTS["dispatch_max_concurrency"]
+    fetch_max_concurrency: int = DEFAULTS["fetch_max_concurrency"]
+    parse_max_concurrency: int = DEFAULTS["parse_max_concurrency"]
+    shards: int = DEFAULTS["shards"]
+    window: int = DEFAULTS["window"]
+    fetch_concurrency: int = DEFAULTS["fetch_concurrency"]
+    #: Accepted and validated, not used yet: no notifier function exists (alerting issue).
+    alert_webhook_secrets: tuple[str, ...] = ()
+
+    @property
+    def prefix(self) -> str:
+        """Prefix of every named resource of this stage (``stepcrawl-dev``)."""
+        return f"stepcrawl-{self.stage}"
+
+    @classmethod
+    def from_context(cls, get: Callable[[str], Any]) -> StackConfig:
+        """Read every key with ``get`` (``node.try_get_context``); absent keys take defaults."""
+
+        def value(key: str) -> Any:
+            raw = get(key)
+            return DEFAULTS[key] if raw is None else raw
+
+        stage = str(value("stage"))
+        if not _STAGE.match(stage):
+            raise ConfigError(
+                f"context stage: {stage!r} must be 1-16 lower-case letters, digits or -, "
+                "starting with a letter (it prefixes resource names)"
+            )
+        pipelines_dir = Path(str(value("pipelines_dir")))
+        if not pipelines_dir.is_absolute():
+            pipelines_dir = REPO_ROOT / pipelines_dir
+        if not pipelines_dir.is_dir():
+            raise ConfigError(f"context pipelines_dir: {pipelines_dir} is not a directory")
+        retention = _int("log_retention_days", value("log_retention_days"), 1, 3653)
+        if retention not in LOG_RETENTION_CHOICES:
+            raise ConfigError(
+                f"context log_retention_days: CloudWatch Logs does not offer {retention}; "
+                f"choose one of {', '.join(map(str, LOG_RETENTION_CHOICES))}"
+            )
+        low, high = ESM_CONCURRENCY_RANGE
+        return cls(
+            stage=stage,
+            pipelines_dir=pipelines_dir.resolve(),
+            log_retention_days=retention,
+            dispatch_max_concurrency=_int(
+                "dispatch_max_concurrency", value("dispatch_max_concurrency"), low, high
+            ),
+            fetch_max_concurrency=_int(
+                "fetch_max_concurrency", value("fetch_max_concurrency"), low, high
+            ),
+            parse_max_concurrency=_int(
+                "parse_max_concurrency", value("parse_max_concurrency"), low, high
+            ),
+            shards=_int("shards", value("shards"), 1, 1024),
+            window=_int("window", value("window"), 1, 100_000),
+            fetch_concurrency=_int("fetch_concurrency", value("fetch_concurrency"), 1, 1000),
+            alert_webhook_secrets=_secrets(value("alert_webhook_secrets")),
+        )

@@ -1,0 +1,180 @@
+"""The Lambda functions: shared defaults (:class:`StepcrawlFunction`) and the three workers.
+
+Every function: Python 3.12 on arm64, ``handler.handler`` from ``functions/<name>/``, the
+library and pipelines layers, JSON logs into its own log group with a retention, active X-Ray
+tracing, Powertools settings, and the stepcrawl environment (names from
+:mod:`stepcrawl.names`, never retyped). Each has its own role that starts empty: its log
+group's write grant and, elsewhere (:mod:`infra.access`), the grants its work needs.
+
+Each worker consumes one queue through an event-source mapping with partial batch responses
+and a ``MaximumConcurrency`` bound (context; the scaler will adjust it at run time).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_event_sources as sources
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from infra.config import REPO_ROOT, StackConfig
+from infra.queues import WorkQueue, WorkQueues
+from infra.retention import retention_days
+from infra.storage import Storage
+from stepcrawl.names import (
+    ENV_BUCKET,
+    ENV_FETCH_CONCURRENCY,
+    ENV_FETCH_QUEUE_URL,
+    ENV_PARSE_QUEUE_URL,
+    ENV_PIPELINES_DIR,
+    ENV_SHARDS,
+    ENV_TABLE,
+    ENV_WINDOW,
+    METRICS_NAMESPACE,
+)
+
+__all__ = [
+    "DISPATCH",
+    "FETCH",
+    "FUNCTIONS_DIR",
+    "PARSE",
+    "StepcrawlFunction",
+    "WorkerSpec",
+    "Workers",
+]
+
+FUNCTIONS_DIR: Final = REPO_ROOT / "functions"
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """How one worker runs and consumes its queue."""
+
+    name: str
+    timeout: Duration
+    memory_mb: int
+    batch_size: int
+    batching_window: Duration | None = None
+
+
+#: Control queue -> one task start per invocation; ETL stages run here, hence the timeout.
+DISPATCH: Final = WorkerSpec("dispatch", Duration.minutes(5), 1024, batch_size=1)
+#: Fetch queue -> up to 20 URLs fetched concurrently (30 s per page at most, robots first).
+FETCH: Final = WorkerSpec(
+    "fetch", Duration.minutes(2), 512, batch_size=20, batching_window=Duration.seconds(1)
+)
+#: Parse queue -> 5 bundles of pages; CPU-bound, so more memory (= more CPU).
+PARSE: Final = WorkerSpec("parse", Duration.minutes(1), 1024, batch_size=5)
+
+
+class StepcrawlFunction(Construct):
+    """A worker function with stepcrawl's shared defaults; ``function`` is the Lambda."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        spec: WorkerSpec,
+        config: StackConfig,
+        environment: dict[str, str],
+        layers: list[lambda_.ILayerVersion],
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.log_group = logs.LogGroup(
+            self,
+            "Logs",
+            retention=retention_days(config.log_retention_days),
+            removal_policy=RemovalPolicy.DESTROY,
+        )
+        # An own role instead of the default one with AWSLambdaBasicExecutionRole (logs:* on
+        # every log group): this one may write to its own log group and nothing else yet.
+        self.role = iam.Role(
+            self,
+            "Role",
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            description=f"stepcrawl {spec.name} function",
+        )
+        self.log_group.grant_write(self.role)
+        self.function = lambda_.Function(
+            self,
+            "Function",
+            runtime=lambda_.Runtime.PYTHON_3_12,
+            architecture=lambda_.Architecture.ARM_64,
+            handler="handler.handler",
+            code=lambda_.Code.from_asset(
+                str(FUNCTIONS_DIR / spec.name), exclude=["__pycache__", "*.pyc"]
+            ),
+            layers=layers,
+            role=self.role,
+            timeout=spec.timeout,
+            memory_size=spec.memory_mb,
+            tracing=lambda_.Tracing.ACTIVE,
+            logging_format=lambda_.LoggingFormat.JSON,
+            application_log_level_v2=lambda_.ApplicationLogLevel.INFO,
+            system_log_level_v2=lambda_.SystemLogLevel.WARN,
+            log_group=self.log_group,
+            environment={
+                **environment,
+                "POWERTOOLS_SERVICE_NAME": spec.name,
+                "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
+            },
+            description=f"stepcrawl {spec.name} ({config.stage})",
+        )
+
+
+class Workers(Construct):
+    """dispatch, fetch and parse, each fed by its queue."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: StackConfig,
+        storage: Storage,
+        queues: WorkQueues,
+        layers: list[lambda_.ILayerVersion],
+        pipelines_dir: str,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        environment = {
+            ENV_TABLE: storage.table.table_name,
+            ENV_BUCKET: storage.bucket.bucket_name,
+            ENV_FETCH_QUEUE_URL: queues.fetch.queue.queue_url,
+            ENV_PARSE_QUEUE_URL: queues.parse.queue.queue_url,
+            ENV_PIPELINES_DIR: pipelines_dir,
+            ENV_SHARDS: str(config.shards),
+            ENV_WINDOW: str(config.window),
+            ENV_FETCH_CONCURRENCY: str(config.fetch_concurrency),
+        }
+
+        def worker(spec: WorkerSpec, queue: WorkQueue, max_concurrency: int) -> lambda_.Function:
+            made = StepcrawlFunction(
+                self,
+                spec.name.capitalize(),
+                spec=spec,
+                config=config,
+                environment=environment,
+                layers=layers,
+            )
+            # Also grants the function sqs:ReceiveMessage/DeleteMessage/... on this queue.
+            made.function.add_event_source(
+                sources.SqsEventSource(
+                    queue.queue,
+                    batch_size=spec.batch_size,
+                    max_batching_window=spec.batching_window,
+                    max_concurrency=max_concurrency,
+                    report_batch_item_failures=True,
+                )
+            )
+            return made.function
+
+        self.dispatch = worker(DISPATCH, queues.control, config.dispatch_max_concurrency)
+        self.fetch = worker(FETCH, queues.fetch, config.fetch_max_concurrency)
+        self.parse = worker(PARSE, queues.parse, config.parse_max_concurrency)

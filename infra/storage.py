@@ -1,0 +1,66 @@
+"""The data: one DynamoDB table and one S3 bucket for everything stepcrawl keeps.
+
+Both are retained when the stack is deleted (they hold crawl results); docs/deploy.md shows
+how to delete them by hand. Their physical names are generated from the stack name, which
+carries the stage, so stages coexist and a retained table never blocks a redeploy.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_s3 as s3
+from constructs import Construct
+
+__all__ = ["BODIES_EXPIRE_DAYS", "BODIES_PREFIX", "TTL_ATTRIBUTE", "Storage"]
+
+#: The crawl engine writes this epoch-seconds attribute on items that may expire (ledgers).
+TTL_ATTRIBUTE: Final = "expires_at"
+#: Raw pages too large for a parse message (stepcrawl.crawl.paths.body_key); only parse reads
+#: them, once, so they expire after a week.
+BODIES_PREFIX: Final = "bodies/"
+BODIES_EXPIRE_DAYS: Final = 7
+
+
+class Storage(Construct):
+    """``table`` (pk/sk, typed key prefixes, TTL) and ``bucket`` (bodies, items, exports)."""
+
+    def __init__(self, scope: Construct, construct_id: str) -> None:
+        super().__init__(scope, construct_id)
+        self.table = dynamodb.Table(
+            self,
+            "Table",
+            partition_key=dynamodb.Attribute(name="pk", type=dynamodb.AttributeType.STRING),
+            sort_key=dynamodb.Attribute(name="sk", type=dynamodb.AttributeType.STRING),
+            billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
+            time_to_live_attribute=TTL_ATTRIBUTE,
+            point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
+                point_in_time_recovery_enabled=True
+            ),
+            # The AWS managed key (aws/dynamodb): encryption visible in the template and in
+            # CloudTrail, no key to administer, no monthly key fee.
+            encryption=dynamodb.TableEncryption.AWS_MANAGED,
+            removal_policy=RemovalPolicy.RETAIN,
+        )
+        self.bucket = s3.Bucket(
+            self,
+            "Bucket",
+            encryption=s3.BucketEncryption.S3_MANAGED,
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            enforce_ssl=True,
+            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+            lifecycle_rules=[
+                s3.LifecycleRule(
+                    id="expire-raw-bodies",
+                    prefix=BODIES_PREFIX,
+                    expiration=Duration.days(BODIES_EXPIRE_DAYS),
+                ),
+                s3.LifecycleRule(
+                    id="abort-incomplete-uploads",
+                    abort_incomplete_multipart_upload_after=Duration.days(1),
+                ),
+            ],
+            removal_policy=RemovalPolicy.RETAIN,
+        )

@@ -1,0 +1,81 @@
+"""What the crawler knows about a host, kept on its shard's lease item.
+
+One host lives in one shard (the ring), and the shard's feeder is the only one spacing its
+requests, so the shard item is where a host's timing belongs: ``pause:<host>`` (the time a
+server's Retry-After lets us come back) and ``crawl_delay:<host>`` (robots.txt's Crawl-delay).
+The fetch stage writes them when it learns them; the feeder reads them with its lease.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from stepcrawl.crawl.context import CrawlServices
+from stepcrawl.crawl.keys import shard_key
+from stepcrawl.storage import AnyOf, Cond
+
+__all__ = ["HostView", "note_crawl_delay", "pause_host", "read_hosts"]
+
+PAUSE = "pause:"
+CRAWL_DELAY = "crawl_delay:"
+
+
+@dataclass(frozen=True)
+class HostView:
+    """Pauses and crawl delays of the hosts of one shard."""
+
+    pauses: dict[str, float] = field(default_factory=dict)
+    crawl_delays: dict[str, float] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, item: Mapping[str, Any] | None) -> HostView:
+        item = item or {}
+        return cls(
+            pauses={k[len(PAUSE) :]: float(v) for k, v in item.items() if k.startswith(PAUSE)},
+            crawl_delays={
+                k[len(CRAWL_DELAY) :]: float(v)
+                for k, v in item.items()
+                if k.startswith(CRAWL_DELAY)
+            },
+        )
+
+    def paused_until(self, host: str) -> float:
+        return self.pauses.get(host, 0.0)
+
+    def spacing(self, host: str, delay: float) -> float:
+        """Gap between two requests to ``host``: the politeness delay or its Crawl-delay."""
+        return max(delay, self.crawl_delays.get(host, 0.0))
+
+    def expired(self, now: float) -> list[str]:
+        """Attribute names of pauses that are over (to remove when the lease is released)."""
+        return [PAUSE + host for host, until in self.pauses.items() if until <= now]
+
+
+def read_hosts(
+    services: CrawlServices, run: str, task: str, shards: Iterable[int]
+) -> dict[int, HostView]:
+    """The host views of several shards, in one batched read."""
+    keys = {shard: shard_key(run, task, shard) for shard in set(shards)}
+    items = services.table.batch_get(list(keys.values()))
+    return {shard: HostView.of(items.get(key)) for shard, key in keys.items()}
+
+
+def pause_host(
+    services: CrawlServices, run: str, task: str, shard: int, host: str, until: float
+) -> None:
+    """Keep everyone off ``host`` until ``until`` (only ever extends a pause)."""
+    name = PAUSE + host
+    services.table.update(
+        shard_key(run, task, shard),
+        set={name: until},
+        condition=AnyOf((Cond(name, "not_exists"), Cond(name, "lt", until))),
+    )
+
+
+def note_crawl_delay(
+    services: CrawlServices, run: str, task: str, shard: int, host: str, seconds: float
+) -> None:
+    """Remember robots.txt's Crawl-delay for ``host``."""
+    services.table.update(shard_key(run, task, shard), set={CRAWL_DELAY + host: seconds})

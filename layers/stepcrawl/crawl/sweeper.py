@@ -1,0 +1,55 @@
+"""The periodic sweep (EventBridge, every minute): the safety net of every running crawl.
+
+For each running crawl task it feeds the shards that have a backlog (a feed refused because
+the window was full or a lease was held, or a feeder that died holding its lease, is made up
+here) and calls :func:`~stepcrawl.crawl.accounting.maybe_finish`, which sends the task's
+heartbeat when due and answers a token whose finisher died.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from stepcrawl.crawl.accounting import RUNNING_PK, maybe_finish
+from stepcrawl.crawl.context import CrawlServices
+from stepcrawl.crawl.frontier import sweep
+from stepcrawl.errors import StepcrawlError
+
+__all__ = ["SweepReport", "sweep_running"]
+
+logger = logging.getLogger("stepcrawl.sweeper")
+
+
+@dataclass
+class SweepReport:
+    tasks: int = 0
+    sent: int = 0
+    finished: int = 0
+    errors: int = 0
+
+
+def sweep_running(services: CrawlServices) -> SweepReport:
+    """Sweep every running crawl task once."""
+    report = SweepReport()
+    for entry in services.table.query(RUNNING_PK, consistent=True):
+        report.tasks += 1
+        run, task = str(entry["run"]), str(entry["task"])
+        try:
+            pipeline = services.registry.get(str(entry["pipeline"]), str(entry["version"]))
+            settings = pipeline.settings_for(task)
+            report.sent += sweep(
+                services,
+                pipeline=pipeline.name,
+                version=pipeline.version_hash(),
+                run=run,
+                task=task,
+                delay=settings.politeness.delay,
+            )
+            if maybe_finish(services, run, task, settings.limits.max_error_ratio):
+                report.finished += 1
+        except StepcrawlError:
+            # One broken task (e.g. its pipeline version is gone) must not stop the others.
+            report.errors += 1
+            logger.exception("sweeping %s/%s failed", run, task)
+    return report
