@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from infra.retention import RETENTION_BY_DAYS
+
 __all__ = ["DEFAULTS", "REPO_ROOT", "ConfigError", "StackConfig"]
 
 #: The repository root (``infra/`` lives directly under it); relative paths are read from here.
@@ -34,10 +36,7 @@ DEFAULTS: Final[Mapping[str, Any]] = {
 
 _STAGE = re.compile(r"^[a-z][a-z0-9-]{0,15}$")
 #: CloudWatch Logs accepts only these retention periods (days).
-LOG_RETENTION_CHOICES: Final = (
-    1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731,
-    1096, 1827, 2192, 2557, 2922, 3288, 3653,
-)  # fmt: skip
+LOG_RETENTION_CHOICES: Final = tuple(RETENTION_BY_DAYS)
 #: Lambda's event-source mapping MaximumConcurrency range for SQS.
 ESM_CONCURRENCY_RANGE: Final = (2, 1000)
 

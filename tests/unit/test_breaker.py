@@ -53,7 +53,7 @@ def item(table: MemoryTable, host: str = HOST) -> dict[str, typing.Any]:
 
 
 def fail(book: BreakerBook, times: int, host: str = HOST) -> list[tuple[str, str]]:
-    found = []
+    found: list[tuple[str, str]] = []
     for _ in range(times):
         transition = book.record(host, "transient")
         if transition is not None:
@@ -176,7 +176,8 @@ def test_fatal_neither_counts_nor_resets() -> None:
 
 def test_record_many_coalesces_failures() -> None:
     book, table, _ = make(BreakerConfig(failures_to_open=5))
-    outcomes: list[tuple[str, Outcome]] = [(HOST, "transient")] * 7 + [("b.example", "fatal")]
+    outcomes: list[tuple[str, Outcome]] = [(HOST, "transient")] * 7
+    outcomes.append(("b.example", "fatal"))
     transitions = book.record_many(outcomes)
     assert [t.edge for t in transitions] == [("closed", "open")]
     assert item(table)["failures"] == 7
@@ -202,8 +203,9 @@ def test_open_host_waits_and_ignores_outcomes() -> None:
     assert book.admit([HOST]) == Admission()
     known = book.states([HOST])[HOST]
     before_w = writes(table)
-    for outcome in ("ok", "transient", "throttle", "fatal"):
-        assert book.record(HOST, typing.cast(Outcome, outcome), known) is None
+    outcomes: tuple[Outcome, ...] = ("ok", "transient", "throttle", "fatal")
+    for outcome in outcomes:
+        assert book.record(HOST, outcome, known) is None
     assert writes(table) == before_w  # stragglers cost nothing
     assert book.states([HOST])[HOST].state == "open"
 

@@ -17,7 +17,6 @@ no count.
 from __future__ import annotations
 
 import math
-import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
@@ -27,12 +26,14 @@ from stepcrawl.crawl.keys import backlog_pk, shard_key, url_key
 from stepcrawl.crawl.messages import FetchMessage, UrlRef
 from stepcrawl.crawl.ring import shard_of
 from stepcrawl.extract.urls import url_host
-from stepcrawl.storage import AnyOf, Cond, OutMessage
+from stepcrawl.locks import LeaseLock
+from stepcrawl.storage import OutMessage
 
 __all__ = ["claim", "enqueue", "feed", "sweep"]
 
 MAX_SQS_DELAY = 900
 FEED_ROUNDS = 4
+LEASE_SKEW = 1.0  # seconds of clock difference between Lambdas a shard lease tolerates
 CHUNK_BYTES = 300_000  # per backlog item, under DynamoDB's 400 KB with room for the key
 URL_PENDING = "pending"
 
@@ -164,31 +165,27 @@ def feed(
 def _feed_once(
     services: CrawlServices, where: tuple[str, str, str, str, int], free: int, delay: float
 ) -> int | None:
-    table, now = services.table, services.clock()
     _, _, run, task, shard = where
-    me = uuid.uuid4().hex
-    lease_key = shard_key(run, task, shard)
-    lease = table.update(
-        lease_key,
-        set={"owner": me, "expires": now + services.config.lease_seconds},
-        add={"fence": 1},
-        condition=AnyOf((Cond("owner", "not_exists"), Cond("expires", "lt", now))),
+    lock = LeaseLock(
+        services.table,
+        shard_key(run, task, shard),
+        lease=services.config.lease_seconds,
+        clock=services.clock,
+        skew=LEASE_SKEW,
     )
+    lease = lock.acquire()
     if lease is None:
-        return None
-    host_next: dict[str, float] = dict(lease.get("host_next", {}))
-    hosts = HostView.of(lease)
+        return None  # another feeder holds this shard
+    now = services.clock()
+    host_next: dict[str, float] = dict(lease.item.get("host_next", {}))
+    hosts = HostView.of(lease.item)
     sent = 0
     try:
         sent = _feed_chunks(services, host_next, hosts, free, now, delay, where)
     finally:
         keep = {h: t for h, t in host_next.items() if t > now}
-        table.update(
-            lease_key,
-            set={"host_next": keep},
-            remove=("owner", "expires", *hosts.expired(now)),
-            condition=Cond("owner", "eq", me),
-        )
+        # Fenced: if we were taken over, nothing is written and the successor's timing stands.
+        lock.release(lease, set={"host_next": keep}, remove=hosts.expired(now))
     return sent
 
 

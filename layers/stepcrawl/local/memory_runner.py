@@ -17,6 +17,7 @@ from typing import Any
 from stepcrawl.crawl.context import CrawlConfig, CrawlServices, StaticRegistry
 from stepcrawl.crawl.dispatch import handle_control
 from stepcrawl.crawl.fetch_stage import process_fetch_batch
+from stepcrawl.crawl.frontier import LEASE_SKEW
 from stepcrawl.crawl.messages import ControlMessage, FetchMessage, ParseBundle
 from stepcrawl.crawl.parse_stage import process_bundle
 from stepcrawl.crawl.sweeper import sweep_running
@@ -71,19 +72,21 @@ class MemoryRunner:
         wrap: Callable[[Any], Any] | None = None,
         deliver: Callable[[Work], None] = _deliver_once,
         fetch_batch: int = 25,
+        real_time: bool = False,
     ) -> None:
         self.pipeline = pipeline
         self.run_id = run_id
         self.clock = OffsetClock()
         self.meter = Meter()
         self.table = MemoryTable(self.meter)
-        self.fetch_queue = MemoryQueue(self.meter)
-        self.parse_queue = MemoryQueue(self.meter)
+        self.fetch_queue = MemoryQueue(self.meter, self.clock)
+        self.parse_queue = MemoryQueue(self.meter, self.clock)
         self.blobs = MemoryBlobStore(self.meter)
         self.tokens = MemoryTokens()
         self.writers: dict[str, MemoryTableWriter] = {}
         self.deliver = deliver
         self.fetch_batch = fetch_batch
+        self.real_time = real_time
         self.stats = RunnerStats()
         wrap = wrap or (lambda x: x)
         self.services = CrawlServices(
@@ -155,7 +158,10 @@ class MemoryRunner:
         """Move messages through fetch and parse until the task has nothing left to do."""
         for _ in range(max_rounds):
             moved = self._round()
-            if moved or self._sweep(task_id) or self.pending():
+            if moved or self._sweep(task_id):
+                continue
+            if self.pending():
+                self._wait_for_delayed()
                 continue
             # A feeder that died holding a shard lease blocks that shard until the lease
             # expires; skip ahead as the periodic sweep would, a few times.
@@ -202,10 +208,21 @@ class MemoryRunner:
 
     def _sweep_later(self, task_id: str, tries: int = 10) -> bool:
         for _ in range(tries):
-            self.clock.advance(self.services.config.lease_seconds + 1)
+            self.clock.advance(self.services.config.lease_seconds + LEASE_SKEW + 1)
             if self._sweep(task_id) or self.pending():
                 return True
         return False
+
+    def _wait_for_delayed(self) -> None:
+        """Let delayed messages (politeness, backoff, Retry-After) come due: in real time
+        when ``real_time`` (to measure timing against a site), else by skipping ahead."""
+        due = [q.next_due() for q in (self.fetch_queue, self.parse_queue)]
+        soonest = min((d for d in due if d is not None), default=self.clock())
+        wait = max(0.0, soonest - self.clock())
+        if self.real_time:
+            time.sleep(min(1.0, wait))
+        else:
+            self.clock.advance(wait)
 
     def pending(self) -> int:
         """Messages waiting in the fetch and parse queues."""

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 
 from stepcrawl.storage.meter import Meter
 from stepcrawl.storage.protocols import OutMessage, sqs_batches
@@ -46,27 +47,37 @@ class MemoryBlobStore:
 
 
 class MemoryQueue:
-    """Collects sent messages in order; tests and pumps pop them."""
+    """Sent messages in order; a message's DelaySeconds hides it from ``drain`` until due."""
 
-    def __init__(self, meter: Meter | None = None) -> None:
+    def __init__(self, meter: Meter | None = None, clock: Callable[[], float] = time.time) -> None:
         self.meter = meter or Meter()
-        self.messages: list[OutMessage] = []
+        self.clock = clock
+        self._messages: list[tuple[float, OutMessage]] = []
         self._lock = threading.Lock()
 
     def send_batch(self, messages: Sequence[OutMessage]) -> None:
         for batch in sqs_batches(messages):
             self.meter.sqs(sum(len(m.body.encode()) for m in batch))
+        now = self.clock()
         with self._lock:
-            self.messages.extend(messages)
+            self._messages.extend((now + m.delay_seconds, m) for m in messages)
 
     def approximate_depth(self) -> int:
         with self._lock:
-            return len(self.messages)
+            return len(self._messages)
 
     def drain(self) -> list[OutMessage]:
+        """Every message that is due, in sending order (the delayed ones stay)."""
+        now = self.clock()
         with self._lock:
-            out, self.messages = self.messages, []
-        return out
+            due = [m for at, m in self._messages if at <= now]
+            self._messages = [(at, m) for at, m in self._messages if at > now]
+        return due
+
+    def next_due(self) -> float | None:
+        """When the next delayed message becomes visible (``None``: nothing waits)."""
+        with self._lock:
+            return min((at for at, _ in self._messages), default=None)
 
 
 class MemoryTableWriter:

@@ -1,0 +1,1 @@
+"""stepcrawl's CDK app: ``python -m infra.app`` (see cdk.json and docs/deploy.md)."""

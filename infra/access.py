@@ -1,0 +1,117 @@
+"""What each worker may do, granted only through the constructs' ``grant_*`` methods.
+
+| worker   | table      | bucket                                         | queues (send)   | state machines |
+|----------|------------|------------------------------------------------|-----------------|----------------|
+| dispatch | read/write | read/write/delete ``items/``, ``quarantine/``, | fetch (feed)    | task response  |
+|          |            | and each S3 load target's prefix               |                 |                |
+| fetch    | read/write | put ``bodies/``                                | fetch (retries),| -              |
+|          |            |                                                | parse           |                |
+| parse    | read/write | get ``bodies/``; put/delete ``items/``         | fetch (feed)    | task response  |
+
+plus, for dispatch, write access to the DynamoDB tables that deployed load tasks name
+(imported by name: ``Table.from_table_name(...).grant_write_data``). Receiving from its own
+queue is granted by the event-source mapping. ``grant_send_messages`` also allows
+``sqs:GetQueueAttributes``, which the feeder needs to read the fetch queue's depth.
+
+The bucket prefixes come from :mod:`stepcrawl.crawl.paths` (the functions that build the
+keys), so a layout change there moves the grants with it. ``grant_task_response`` is scoped to
+the state-machine ARNs: IAM checks SendTaskSuccess/Failure/Heartbeat against the ARN of the
+machine that issued the token.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from aws_cdk import Annotations
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_stepfunctions as sfn
+from constructs import Construct
+
+from infra.functions import Workers
+from infra.pipelines import PipelineSource
+from infra.queues import WorkQueues
+from infra.storage import Storage
+from stepcrawl.crawl.paths import body_key, items_part_key, quarantine_prefix
+
+__all__ = ["BODIES", "ITEMS", "QUARANTINE", "WorkerAccess", "load_prefix_pattern"]
+
+
+def _top(key: str) -> str:
+    """``items/p/r/t/parts/b.jsonl`` -> ``items/*`` (the key's first path segment)."""
+    return key.split("/", 1)[0] + "/*"
+
+
+BODIES = _top(body_key("run", "task", "url", 1))
+ITEMS = _top(items_part_key("pipeline", "run", "task", "bundle"))
+QUARANTINE = _top(quarantine_prefix("pipeline", "run", "task"))
+
+
+def load_prefix_pattern(template: str) -> str:
+    """Object-key pattern covering every key an S3 load target's prefix template can yield.
+
+    ``exports/{pipeline}/{run}/{task}/`` -> ``exports/*``; a template that starts with a
+    placeholder covers the whole bucket (``*``).
+    """
+    return template.split("{", 1)[0] + "*"
+
+
+class WorkerAccess(Construct):
+    """Applies the grants of the table above (a construct so imported tables have a scope)."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        workers: Workers,
+        storage: Storage,
+        queues: WorkQueues,
+        machines: Sequence[sfn.IStateMachine],
+        sources: Sequence[PipelineSource],
+    ) -> None:
+        super().__init__(scope, construct_id)
+        table, bucket = storage.table, storage.bucket
+        dispatch, fetch, parse = workers.dispatch, workers.fetch, workers.parse
+
+        # dispatch: seeds the frontier, feeds, runs ETL stages, answers task tokens.
+        table.grant_read_write_data(dispatch)
+        self.dispatch_patterns = sorted({ITEMS, QUARANTINE, *self._load_patterns(sources)})
+        for pattern in self.dispatch_patterns:
+            bucket.grant_read_write(dispatch, pattern)  # includes s3:DeleteObject*
+        queues.fetch.queue.grant_send_messages(dispatch)
+        for machine in machines:
+            machine.grant_task_response(dispatch)
+        self.load_tables = sorted({t for s in sources for t in s.load_tables()})
+        for number, name in enumerate(self.load_tables):
+            target = dynamodb.Table.from_table_name(self, f"LoadTable{number}", name)
+            target.grant_write_data(dispatch)
+
+        # fetch: writes large raw pages only; requeues retries; hands pages to parse.
+        table.grant_read_write_data(fetch)
+        bucket.grant_put(fetch, BODIES)
+        queues.fetch.queue.grant_send_messages(fetch)
+        queues.parse.queue.grant_send_messages(fetch)
+
+        # parse: reads large raw pages, writes (and empties) item parts, feeds, finishes tasks.
+        table.grant_read_write_data(parse)
+        bucket.grant_read(parse, BODIES)
+        bucket.grant_put(parse, ITEMS)
+        bucket.grant_delete(parse, ITEMS)
+        queues.fetch.queue.grant_send_messages(parse)
+        for machine in machines:
+            machine.grant_task_response(parse)
+
+    def _load_patterns(self, sources: Sequence[PipelineSource]) -> list[str]:
+        patterns = []
+        for source in sources:
+            for task_id, target in source.s3_targets():
+                if target.bucket is not None:
+                    # The library refuses other buckets at run time; fail the synth instead.
+                    Annotations.of(self).add_error(
+                        f"pipeline {source.name} task {task_id}: loading into another bucket "
+                        f"({target.bucket}) is not supported by the stack yet; leave bucket unset"
+                    )
+                    continue
+                patterns.append(load_prefix_pattern(target.prefix))
+        return patterns

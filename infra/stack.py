@@ -1,0 +1,87 @@
+"""The whole stepcrawl system of one stage: this module only assembles the constructs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_cdk import CfnOutput, Stack
+from constructs import Construct
+
+from infra.access import WorkerAccess
+from infra.config import StackConfig
+from infra.functions import DISPATCH, FETCH, PARSE, Workers
+from infra.layers import PIPELINES_MOUNT, LibraryLayer, PipelinesLayer
+from infra.pipelines import Pipelines, construct_name, load_pipelines
+from infra.queues import WorkQueues
+from infra.storage import Storage
+
+__all__ = ["StepcrawlStack"]
+
+
+class StepcrawlStack(Stack):
+    """Storage, queues, layers, workers, one state machine (+ schedule) per pipeline."""
+
+    def __init__(
+        self, scope: Construct, construct_id: str, *, config: StackConfig, **kwargs: Any
+    ) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        self.config = config
+        self.sources = load_pipelines(config.pipelines_dir)
+
+        self.storage = Storage(self, "Storage")
+        self.queues = WorkQueues(
+            self,
+            "Queues",
+            dispatch_timeout=DISPATCH.timeout,
+            fetch_timeout=FETCH.timeout,
+            parse_timeout=PARSE.timeout,
+        )
+        self.library = LibraryLayer(self, "Library")
+        self.pipelines_layer = PipelinesLayer(
+            self, "PipelineFiles", files=[s.path for s in self.sources]
+        )
+        self.workers = Workers(
+            self,
+            "Workers",
+            config=config,
+            storage=self.storage,
+            queues=self.queues,
+            layers=[self.library.layer, self.pipelines_layer.layer],
+            pipelines_dir=PIPELINES_MOUNT,
+        )
+        self.pipelines = Pipelines(
+            self,
+            "Pipelines",
+            sources=self.sources,
+            config=config,
+            table=self.storage.table,
+            control_queue=self.queues.control.queue,
+        )
+        self.access = WorkerAccess(
+            self,
+            "Access",
+            workers=self.workers,
+            storage=self.storage,
+            queues=self.queues,
+            machines=[m.state_machine for m in self.pipelines.machines.values()],
+            sources=self.sources,
+        )
+        self._outputs()
+
+    def _outputs(self) -> None:
+        CfnOutput(self, "TableName", value=self.storage.table.table_name)
+        CfnOutput(self, "BucketName", value=self.storage.bucket.bucket_name)
+        for name, queue in (
+            ("Control", self.queues.control),
+            ("Fetch", self.queues.fetch),
+            ("Parse", self.queues.parse),
+        ):
+            CfnOutput(self, f"{name}QueueUrl", value=queue.queue.queue_url)
+            CfnOutput(self, f"{name}DeadLetterQueueUrl", value=queue.dead_letters.queue_url)
+        for name, machine in self.pipelines.machines.items():
+            CfnOutput(
+                self,
+                f"StateMachineArn{construct_name(name)}",
+                value=machine.state_machine.state_machine_arn,
+                description=f"state machine of pipeline {name}",
+            )

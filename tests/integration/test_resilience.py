@@ -1,0 +1,149 @@
+"""A hostile site on 127.0.0.1 (and 'localhost', a second host): retries, Retry-After,
+reclassified statuses, fatal pages recorded once."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, ClassVar
+
+import pytest
+
+from stepcrawl.crawl.context import CrawlConfig
+from stepcrawl.local import MemoryRunner
+from stepcrawl.pipeline import Pipeline
+
+PAGES = ["/flaky503", "/throttled", "/forbidden", "/gone", "/ok1", "/ok2"]
+
+
+class Hostile(BaseHTTPRequestHandler):
+    hits: ClassVar[Counter[str]] = Counter()
+    log: ClassVar[list[tuple[float, str, str]]] = []
+    lock = threading.Lock()
+
+    def do_GET(self) -> None:
+        host = (self.headers.get("Host") or "").split(":")[0]
+        with self.lock:
+            self.hits[f"{host}{self.path}"] += 1
+            count = self.hits[f"{host}{self.path}"]
+            self.log.append((time.monotonic(), host, self.path))
+        status, headers, body = self.answer(host, self.path, count)
+        self.send_response(status)
+        for name, value in headers.items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def answer(self, host: str, path: str, count: int) -> tuple[int, dict[str, str], bytes]:
+        html = {"Content-Type": "text/html"}
+        if path == "/robots.txt":
+            return 404, {}, b""
+        if path == "/":
+            port = self.server.server_address[1]
+            other = "localhost" if host == "127.0.0.1" else "127.0.0.1"
+            links = [f'<a href="{p}">x</a>' for p in PAGES]
+            links += [f'<a href="http://{other}:{port}/ok{i}">y</a>' for i in (1, 2)]
+            return 200, html, ("<html>" + "".join(links) + "</html>").encode()
+        if path == "/flaky503" and count <= 2:
+            return 503, html, b"busy"
+        if path == "/throttled" and count == 1:
+            return 429, {**html, "Retry-After": "2"}, b"slow down"
+        if path == "/forbidden":
+            return 403, html, b"no"
+        if path == "/gone":
+            return 404, html, b"gone"
+        return 200, html, f"<html><h1>{path}</h1></html>".encode()
+
+    def log_message(self, format: str, *args: object) -> None:
+        del format, args
+
+
+@pytest.fixture
+def site() -> Iterator[str]:
+    Hostile.hits = Counter()
+    Hostile.log = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Hostile)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def pipeline(seed: str, **retry: Any) -> Pipeline:
+    return Pipeline.model_validate(
+        {
+            "name": "hostile",
+            "defaults": {
+                "politeness": {"delay": 0},
+                "limits": {"max_depth": 1, "max_error_ratio": 1.0},
+                "retry": {"max_attempts": 4, "base_delay": 0.1, "max_delay": 1, **retry},
+            },
+            "tasks": [
+                {
+                    "id": "crawl",
+                    "type": "crawl",
+                    "seeds": [seed],
+                    "allowed_domains": ["127.0.0.1", "localhost"],
+                    "allow_private_network": True,
+                    "follow": [{"selector": "a[href]"}],
+                    "extract": [{"match": "/ok|/flaky|/throttled", "fields": {"title": "h1"}}],
+                }
+            ],
+        }
+    )
+
+
+def run(p: Pipeline) -> MemoryRunner:
+    with MemoryRunner(p, config=CrawlConfig(shards=2, window=32), real_time=True) as runner:
+        assert runner.run() == ["crawl"], runner.tokens.answers
+    return runner
+
+
+def states(runner: MemoryRunner) -> dict[str, tuple[str, Any]]:
+    return {
+        str(i["url"]).split("/", 3)[-1]: (i["state"], i.get("reason"))
+        for i in runner.table.items.values()
+        if i["pk"].startswith("URL#") and "127.0.0.1" in str(i["url"])
+    }
+
+
+def test_recoverable_pages_are_fetched_and_fatal_ones_recorded_once(site: str) -> None:
+    runner = run(pipeline(site))
+    recorded = states(runner)
+    assert recorded["flaky503"][0] == "done", "503 twice, then 200"
+    assert recorded["throttled"][0] == "done"
+    assert recorded["gone"] == ("failed", "http_404")
+    assert recorded["forbidden"] == ("failed", "http_403")
+    host = "127.0.0.1"
+    assert Hostile.hits[f"{host}/gone"] == 1, "a fatal page is requested once"
+    assert Hostile.hits[f"{host}/forbidden"] == 1
+    assert Hostile.hits[f"{host}/flaky503"] == 3
+
+
+def test_retry_after_pauses_that_host_only(site: str) -> None:
+    run(pipeline(site))
+    throttled_at = next(t for t, h, p in Hostile.log if p == "/throttled")
+    after = [(t - throttled_at, h) for t, h, p in Hostile.log if t > throttled_at]
+    same_host = [dt for dt, h in after if h == "127.0.0.1"]
+    other_host = [dt for dt, h in after if h == "localhost"]
+    # Requests already in flight in the same concurrent batch cannot be recalled; after that
+    # batch (well under 0.5 s here) the host must rest until the Retry-After has passed.
+    assert same_host, "the host is visited again after its pause"
+    during = [dt for dt in same_host if 0.5 < dt < 2.0]
+    assert not during, f"requests during the pause at {during}"
+    assert max(same_host) >= 2.0
+    assert other_host, "the other host was crawled"
+    assert min(other_host) < 2.0, "the other host did not wait for the throttled one"
+
+
+def test_a_task_may_reclassify_a_status(site: str) -> None:
+    runner = run(pipeline(site, reclassify={403: "transient"}, max_attempts=2))
+    assert states(runner)["forbidden"][0] == "failed"
+    assert Hostile.hits["127.0.0.1/forbidden"] == 2, "403 retried once as transient"
