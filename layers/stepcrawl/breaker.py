@@ -21,7 +21,7 @@ What each fetch outcome does:
   off-domain, SSRF guard), not on the host's health. A fatal probe leaves the slot claimed
   until its lease lapses (``probe_lease``), then the next probe goes.
 - Outcomes on an *open* host (retries and URLs already in flight when it opened) are ignored,
-  at no cost; the probe outcome is what decides.
+  at no cost when the caller passes the state it read; the probe outcome is what decides.
 
 Recovery is multiplied by ``backoff`` (2) on every failed probe, up to ``max_recovery``
 (15 min, SQS's longest delay); the next opening after a close starts again from ``recovery``.
@@ -52,8 +52,8 @@ Races accepted, by design:
   success recorded against a stale "closed, 0 failures" state writes nothing (so a count may
   survive one success); a probe success recorded against a stale closed state is lost and the
   slot lapses after ``probe_lease``;
-- "consecutive" is fleet-wide and approximate: an ``ok`` reset racing with concurrent ``ADD``
-  s may drop or keep those increments;
+- "consecutive" is fleet-wide and approximate: an ``ok`` reset racing with concurrent
+  increments may wipe them or not;
 - URLs that bypass the feeder (the fetch stage's own retries, URLs in flight) are fetched while
   the host is open; while half-open their outcomes count as probe outcomes (they are just as
   much evidence about the host);
@@ -372,7 +372,8 @@ class BreakerBook:
         """Record one fetch outcome for ``host``; the transition it caused, if any.
 
         Pass the state read before the fetch as ``known``: a success on a healthy host then
-        costs nothing at all (without it, a success costs one read, never a write).
+        costs nothing at all (without it, one read, never a write), and a failure on an open
+        host too (without it, one refused conditional write and one read).
         """
         found = self.record_many([(host, outcome)], None if known is None else {host: known})
         return found[0] if found else None

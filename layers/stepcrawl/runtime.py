@@ -19,9 +19,9 @@ from stepcrawl.names import (
     ENV_TABLE,
     ENV_WINDOW,
 )
-from stepcrawl.storage import Meter
+from stepcrawl.storage import Meter, Table
 
-__all__ = ["container_fetcher", "container_loop", "services_from_env"]
+__all__ = ["container_fetcher", "container_loop", "services_from_env", "table_from_env"]
 
 
 def _env(name: str) -> str:
@@ -59,6 +59,13 @@ def services_from_env() -> CrawlServices:
         config=config,
         table_writers=lambda table: DynamoBatchWriter(table, meter=meter),
     )
+
+
+def table_from_env() -> Table:
+    """The deployment's table alone (for read-only commands such as ``stepcrawl failures``)."""
+    from stepcrawl.storage.aws import DynamoTable  # noqa: PLC0415 - boto3 only where AWS is used
+
+    return DynamoTable(_env(ENV_TABLE))
 
 
 @cache

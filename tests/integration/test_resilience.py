@@ -12,14 +12,19 @@ from typing import Any, ClassVar
 
 import pytest
 
+from stepcrawl.breaker import BreakerConfig
 from stepcrawl.crawl.context import CrawlConfig
+from stepcrawl.crawl.failures import group_failures, list_failures, redrive
 from stepcrawl.local import MemoryRunner
 from stepcrawl.pipeline import Pipeline
 
+SICK_SECONDS = 3.0
 PAGES = ["/flaky503", "/throttled", "/forbidden", "/gone", "/ok1", "/ok2"]
 
 
 class Hostile(BaseHTTPRequestHandler):
+    healed: ClassVar[bool] = False
+    sick_until: ClassVar[float] = 0.0
     hits: ClassVar[Counter[str]] = Counter()
     log: ClassVar[list[tuple[float, str, str]]] = []
     lock = threading.Lock()
@@ -52,9 +57,19 @@ class Hostile(BaseHTTPRequestHandler):
             return 503, html, b"busy"
         if path == "/throttled" and count == 1:
             return 429, {**html, "Retry-After": "2"}, b"slow down"
-        if path == "/forbidden":
+        if path.startswith("/sick/"):
+            if not Hostile.sick_until:
+                Hostile.sick_until = time.monotonic() + SICK_SECONDS
+            if time.monotonic() < Hostile.sick_until:
+                return 503, html, b"down"
+            return 200, html, f"<html><h1>{path}</h1></html>".encode()
+        if path == "/sickhome":
+            port = self.server.server_address[1]
+            links = "".join(f'<a href="http://localhost:{port}/sick/{i}">s</a>' for i in range(8))
+            return 200, html, f"<html>{links}</html>".encode()
+        if path == "/forbidden" and not self.healed:
             return 403, html, b"no"
-        if path == "/gone":
+        if path == "/gone" and not self.healed:
             return 404, html, b"gone"
         return 200, html, f"<html><h1>{path}</h1></html>".encode()
 
@@ -66,6 +81,8 @@ class Hostile(BaseHTTPRequestHandler):
 def site() -> Iterator[str]:
     Hostile.hits = Counter()
     Hostile.log = []
+    Hostile.healed = False
+    Hostile.sick_until = 0.0
     server = ThreadingHTTPServer(("127.0.0.1", 0), Hostile)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -101,8 +118,11 @@ def pipeline(seed: str, **retry: Any) -> Pipeline:
 
 
 def run(p: Pipeline) -> MemoryRunner:
-    with MemoryRunner(p, config=CrawlConfig(shards=2, window=32), real_time=True) as runner:
+    runner = MemoryRunner(p, config=CrawlConfig(shards=2, window=32), real_time=True)
+    try:
         assert runner.run() == ["crawl"], runner.tokens.answers
+    finally:
+        runner.close()
     return runner
 
 
@@ -147,3 +167,60 @@ def test_a_task_may_reclassify_a_status(site: str) -> None:
     runner = run(pipeline(site, reclassify={403: "transient"}, max_attempts=2))
     assert states(runner)["forbidden"][0] == "failed"
     assert Hostile.hits["127.0.0.1/forbidden"] == 2, "403 retried once as transient"
+
+
+def test_failures_are_listed_by_class_and_host_and_redrive_recovers_them(site: str) -> None:
+    runner = MemoryRunner(pipeline(site), config=CrawlConfig(shards=2, window=32), real_time=True)
+    try:
+        assert runner.run() == ["crawl"]
+        failures = list_failures(runner.services.table, runner.run_id)
+        assert {(f.url.rsplit("/", 1)[-1], f.cls, f.status) for f in failures} == {
+            ("gone", "fatal", 404),
+            ("forbidden", "fatal", 403),
+        }
+        assert group_failures(failures) == {("crawl", "fatal", "127.0.0.1"): 2}
+        before = runner.tokens.answers[0].output
+        Hostile.healed = True
+        assert redrive(runner.services, runner.run_id, failures) == 2
+        assert redrive(runner.services, runner.run_id, failures) == 0, "each URL put back once"
+        runner.drain("crawl")
+    finally:
+        runner.close()
+    recorded = states(runner)
+    assert recorded["gone"][0] == "done"
+    assert recorded["forbidden"][0] == "done"
+    assert list_failures(runner.services.table, runner.run_id) == []
+    record = runner.table.get(("RUN#" + runner.run_id, "TASK#crawl"))
+    assert record is not None
+    assert record["status"] == "succeeded"
+    assert record["failed"] == before["pages_failed"] - 2
+    assert record["finished"] == before["pages"]
+
+
+def test_a_sick_host_trips_its_breaker_and_is_probed_back(site: str) -> None:
+    p = pipeline(site + "sickhome", max_attempts=20, base_delay=0.1, max_delay=1)
+    config = CrawlConfig(
+        shards=2,
+        window=32,
+        breaker=BreakerConfig(failures_to_open=3, recovery=1.0, successes_to_close=1),
+    )
+    runner = MemoryRunner(p, config=config, real_time=True)
+    try:
+        assert runner.run() == ["crawl"], runner.tokens.answers
+    finally:
+        runner.close()
+    sick = [(t, path) for t, h, path in Hostile.log if path.startswith("/sick/")]
+    assert len({path for _, path in sick}) == 8
+    while_sick = [t for t, _ in sick if t < Hostile.sick_until]
+    # 8 URLs went out together before the breaker could open; after that only probes,
+    # about one per recovery second. Without a breaker every URL would be retried about
+    # every second: some 8 x 3 requests.
+    assert len(while_sick) <= 8 + 6, f"{len(while_sick)} requests to a host known to be down"
+    localhost = [i for i in runner.table.items.values() if i["pk"] == "BREAKER#localhost"]
+    assert [i["state"] for i in localhost] == ["closed"]
+    states = {
+        str(i["url"]).rsplit("/", 1)[-1]: i["state"]
+        for i in runner.table.items.values()
+        if "/sick/" in str(i.get("url", ""))
+    }
+    assert set(states.values()) == {"done"}

@@ -356,7 +356,7 @@ def test_exactly_one_caller_claims_the_probe() -> None:
 def test_exactly_one_caller_opens_the_host() -> None:
     book, table, _ = make(BreakerConfig(failures_to_open=5))
     results = run_threads(20, lambda: book.record(HOST, "transient"))
-    assert [r for r in results if r is not None].__len__() == 1
+    assert sum(r is not None for r in results) == 1
     assert item(table)["state"] == "open"
     assert item(table)["failures"] >= 5
 

@@ -29,9 +29,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stepcrawl.crawl.context import CrawlServices
-from stepcrawl.crawl.keys import task_key, url_hash, url_key
+from stepcrawl.crawl.keys import failures_pk, task_key, url_hash, url_key
 from stepcrawl.crawl.messages import UrlRef
 from stepcrawl.errors import RetryableError
+from stepcrawl.extract.urls import url_host
 from stepcrawl.storage import All, Cond, TransactionConflict, Usage, Write
 
 __all__ = [
@@ -39,6 +40,7 @@ __all__ = [
     "PageCommit",
     "count_bundle",
     "create_task_record",
+    "failure_record",
     "maybe_finish",
     "stamp_pages",
     "task_summary",
@@ -48,7 +50,17 @@ RUNNING, FINISHING, SUCCEEDED, FAILED = "running", "finishing", "succeeded", "fa
 RUNNING_PK = "RUNNING"  # partition listing the crawl tasks that are running (for the sweeper)
 _MAX_CONFLICTS = 8
 LEDGER_TTL = 7 * 86400  # seconds a bundle's ledger item is kept (DynamoDB TTL)
-_COUNTERS = ("claimed", "finished", "ok", "failed", "items", "bytes", "dropped", "skipped")
+_COUNTERS = (
+    "claimed",
+    "finished",
+    "ok",
+    "failed",
+    "items",
+    "bytes",
+    "dropped",
+    "skipped",
+    "parser_errors",
+)
 
 
 @dataclass
@@ -63,6 +75,7 @@ class PageCommit:
     dropped: int = 0
     size: int = 0
     children: list[UrlRef] = field(default_factory=list)  # owned, not yet counted
+    failure: str = ""  # class of a failed page: fatal, transient, throttle, parser
 
 
 def create_task_record(
@@ -113,7 +126,29 @@ def stamp_pages(
     Pages recorded by another bundle (a duplicate fetch) are left out: their links and items
     belong to that bundle.
     """
-    return [page for page in pages if _stamp(services, run, task, bundle_id, page)]
+    mine = [page for page in pages if _stamp(services, run, task, bundle_id, page)]
+    now = services.clock()
+    for page in mine:
+        if not page.ok:
+            # Failure records, one partition per task, are what `stepcrawl failures` lists
+            # and `redrive` puts back (rewritten as is by a redelivery).
+            services.table.put(failure_record(run, task, page, now))
+    return mine
+
+
+def failure_record(run: str, task: str, page: PageCommit, now: float) -> dict[str, Any]:
+    return {
+        "pk": failures_pk(run, task),
+        "sk": url_hash(page.ref.url),
+        "url": page.ref.url,
+        "host": url_host(page.ref.url),
+        "class": page.failure or "fatal",
+        "status": page.status,
+        "reason": page.reason,
+        "attempts": page.ref.attempt,
+        "depth": page.ref.depth,
+        "at": now,
+    }
 
 
 def count_bundle(
@@ -158,6 +193,7 @@ def count_bundle(
                     "failed": sum(not p.ok for p in mine),
                     "items": sum(p.items for p in mine),
                     "dropped": sum(p.dropped for p in mine),
+                    "parser_errors": sum(p.failure == "parser" for p in mine),
                     "bytes": sum(p.size for p in mine),
                     **spent,
                 },
@@ -287,6 +323,7 @@ def task_summary(record: dict[str, Any]) -> dict[str, Any]:
         "pages_failed": int(record.get("failed", 0)),
         "items": int(record.get("items", 0)),
         "items_dropped": int(record.get("dropped", 0)),
+        "parser_errors": int(record.get("parser_errors", 0)),
         "bytes": int(record.get("bytes", 0)),
         "duration_s": round(
             float(record.get("finished_at", 0)) - float(record.get("started_at", 0)), 3

@@ -9,9 +9,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Protocol
 
+from stepcrawl.breaker import BreakerBook, BreakerConfig
 from stepcrawl.crawl.claimcache import ClaimCache
 from stepcrawl.errors import ConfigError
 from stepcrawl.pipeline import Pipeline, load_pipeline
@@ -98,6 +100,7 @@ class CrawlConfig:
     inline_body_limit: int = 120_000  # compressed bodies above this go to the blob store
     fetch_concurrency: int = 32
     heartbeat_every: float = 60.0
+    breaker: BreakerConfig = field(default_factory=BreakerConfig)
 
 
 @dataclass
@@ -115,6 +118,11 @@ class CrawlServices:
     clock: Callable[[], float] = time.time
     table_writers: Callable[[str], TableWriter] | None = None
     claim_cache: ClaimCache = field(default_factory=lambda: ClaimCache(200_000))
+
+    @cached_property
+    def breaker(self) -> BreakerBook:
+        """The per-host circuit breakers (shared by every Lambda through the table)."""
+        return BreakerBook(self.table, self.config.breaker, self.clock)
 
     def table_writer(self, table: str) -> TableWriter:
         """The writer for a load task's DynamoDB table."""

@@ -12,10 +12,11 @@ from __future__ import annotations
 import hashlib
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Protocol
 
+from stepcrawl.breaker import BreakerState
 from stepcrawl.crawl.context import CrawlServices
 from stepcrawl.crawl.frontier import enqueue
 from stepcrawl.crawl.hosts import HostView, note_crawl_delay, pause_host, read_hosts
@@ -71,7 +72,8 @@ async def process_fetch_batch(
         assert isinstance(task, CrawlTask)
         todo = _still_pending(services, run, task_id, group)
         hosts = read_hosts(services, run, task_id, [m.shard for m in todo])
-        todo = _defer_paused(services, todo, hosts)
+        breakers = services.breaker.states({url_host(m.ref.url) for m in todo})
+        todo = _defer_paused(services, todo, hosts, breakers)
         if not todo:
             continue
         policy = fetch_policy(pipeline, task)
@@ -80,23 +82,38 @@ async def process_fetch_batch(
         )
         if policy.obey_robots:
             await _learn_crawl_delays(services, fetcher, policy, todo, hosts)
-        envelopes = _outcomes(services, pipeline, task, todo, results)
+        envelopes = _outcomes(services, pipeline, task, todo, results, breakers)
         forwarded += len(envelopes)
         _send_bundles(services, pipeline_name, version, run, task_id, envelopes)
     return forwarded
 
 
 def _defer_paused(
-    services: CrawlServices, messages: Sequence[FetchMessage], hosts: dict[int, HostView]
+    services: CrawlServices,
+    messages: Sequence[FetchMessage],
+    hosts: dict[int, HostView],
+    breakers: Mapping[str, BreakerState],
 ) -> list[FetchMessage]:
-    """Send back, unchanged, the URLs of hosts a Retry-After told us to leave alone."""
+    """Send back, unchanged, the URLs of hosts we must leave alone for now: a Retry-After
+    pause, or a breaker that is not closed. Retries reach here without passing the feeder,
+    so this stage admits them like the feeder does: one probe per recovering host."""
     now = services.clock()
+    unhealthy = {h for h, b in breakers.items() if b.state != "closed"}
+    admission = services.breaker.admit(unhealthy, known=breakers) if unhealthy else None
+    probes = set(admission.probes) if admission else set()
     ready: list[FetchMessage] = []
     later: list[OutMessage] = []
     for message in messages:
-        until = hosts[message.shard].paused_until(url_host(message.ref.url))
+        host = url_host(message.ref.url)
+        until = hosts[message.shard].paused_until(host)
+        if host in unhealthy and admission is not None and host not in admission.free:
+            if host in probes and until <= now:
+                probes.discard(host)  # this message is the host's probe
+            else:
+                breaker = breakers[host]
+                until = max(until, breaker.until or 0.0, now + services.config.breaker.recovery / 2)
         if until > now:
-            wait = min(MAX_SQS_DELAY, math.ceil(until - now))
+            wait = min(MAX_SQS_DELAY, max(1, math.ceil(until - now)))
             later.append(OutMessage(message.model_dump_json(), wait))
         else:
             ready.append(message)
@@ -143,16 +160,20 @@ def _outcomes(
     task: CrawlTask,
     messages: Sequence[FetchMessage],
     results: Sequence[FetchResult],
+    breakers: Mapping[str, BreakerState],
 ) -> list[PageEnvelope]:
     retry = pipeline.settings_for(task.id).retry
+    outcomes = [retry.reclassify.get(result.status or 0, result.outcome) for result in results]
+    services.breaker.record_many(
+        [(url_host(m.ref.url), o) for m, o in zip(messages, outcomes, strict=True)], breakers
+    )
     now_s = services.clock()
     now = datetime.now(UTC).isoformat(timespec="seconds")
     envelopes: list[PageEnvelope] = []
     retries: list[OutMessage] = []
     waits: list[tuple[UrlRef, str]] = []
-    for message, result in zip(messages, results, strict=True):
+    for message, result, outcome in zip(messages, results, outcomes, strict=True):
         ref = message.ref
-        outcome = retry.reclassify.get(result.status or 0, result.outcome)
         if outcome == "throttle" and result.retry_after:
             pause = min(result.retry_after, retry.max_retry_after)
             host = url_host(ref.url)
@@ -181,6 +202,7 @@ def _outcomes(
             elapsed_ms=result.elapsed_ms,
             size=len(result.body),
             digest=hashlib.blake2b(result.body, digest_size=8).hexdigest(),
+            failure="" if outcome == "ok" else outcome,
         )
         if outcome == "ok":
             packed = PageEnvelope.pack(result.body)

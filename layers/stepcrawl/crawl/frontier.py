@@ -200,6 +200,10 @@ def _feed_chunks(
 ) -> int:
     pipeline, version, run, task, shard = where
     chunks = services.table.query(backlog_pk(run, task, shard), limit=25, consistent=True)
+    # A host whose breaker is open is not fed: its URLs wait here. A half-open host gets
+    # exactly one URL (its probe); `probes` counts them down.
+    admission = services.breaker.admit({url_host(e["u"]) for c in chunks for e in c["urls"]})
+    probes = set(admission.probes)
     out: list[OutMessage] = []
     done_chunks: list[dict[str, Any]] = []
     rest_chunks: list[tuple[dict[str, Any], list[dict[str, Any]]]] = []
@@ -210,6 +214,10 @@ def _feed_chunks(
                 rest.append(entry)
                 continue
             host = url_host(entry["u"])
+            if host not in admission.free and host not in probes:
+                rest.append(entry)
+                continue
+            probes.discard(host)
             at = max(now, host_next.get(host, now), hosts.paused_until(host), entry.get("nb", 0))
             if at - now > MAX_SQS_DELAY:
                 rest.append(entry)  # not due within SQS's reach (paused, booked, retry): wait

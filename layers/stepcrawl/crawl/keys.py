@@ -5,7 +5,10 @@
 | task record     | ``RUN#<run>``                    | ``TASK#<task>``            |
 | shard lease     | ``RUN#<run>``                    | ``SHARD#<task>#<shard>``   |
 | URL record      | ``URL#<run>#<task>#<url hash>``  | ``U``                      |
-| backlog chunk   | ``BL#<run>#<task>#<shard>``      | ``<depth>#<chunk id>``     |
+| backlog chunk   | ``BL#<run>#<task>#<shard>``      | ``<depth>#<chunk id>#<n>`` |
+| bundle ledger   | ``RUN#<run>``                    | ``LEDGER#<task>#<bundle>`` |
+| failure record  | ``FAIL#<run>#<task>``            | ``<url hash>``             |
+| running task    | ``RUNNING``                      | ``<run>#<task>``           |
 
 URL records are spread over many partitions (one per URL) so that claims never make a hot
 partition; backlog chunks of one shard share a partition so the feeder reads them in order.
@@ -19,6 +22,7 @@ from stepcrawl.storage.table import Key
 
 __all__ = [
     "backlog_pk",
+    "failures_pk",
     "shard_key",
     "task_key",
     "url_hash",
@@ -45,3 +49,7 @@ def shard_key(run: str, task: str, shard: int) -> Key:
 
 def backlog_pk(run: str, task: str, shard: int) -> str:
     return f"BL#{run}#{task}#{shard:03d}"
+
+
+def failures_pk(run: str, task: str) -> str:
+    return f"FAIL#{run}#{task}"

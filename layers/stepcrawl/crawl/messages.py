@@ -67,6 +67,7 @@ class PageEnvelope(_Message):
     body_key: str | None = Field(None, description="Blob key of a body too large to inline.")
     size: int = 0
     digest: str = Field("", description="Hash of the body: a re-fetch is another bundle.")
+    failure: str = Field("", description="Failure class of a failed page (fatal, transient...).")
 
     @staticmethod
     def pack(body: bytes) -> str:

@@ -17,6 +17,7 @@ Order matters for at-least-once delivery:
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 from stepcrawl.crawl.accounting import PageCommit, count_bundle, maybe_finish, stamp_pages
@@ -30,6 +31,8 @@ from stepcrawl.extract import parse_page
 from stepcrawl.pipeline import CrawlTask
 
 __all__ = ["process_bundle"]
+
+logger = logging.getLogger("stepcrawl.parse")
 
 
 def process_bundle(services: CrawlServices, bundle: ParseBundle) -> int:
@@ -81,11 +84,19 @@ def _extract(
 ) -> tuple[PageCommit, list[dict[str, Any]]]:
     ref = envelope.ref
     if envelope.outcome != "ok":
-        return PageCommit(ref, False, envelope.status, envelope.reason), []
+        failure = envelope.failure or "fatal"
+        return PageCommit(ref, False, envelope.status, envelope.reason, failure=failure), []
     body = envelope.inline_body()
     if body is None and envelope.body_key is not None:
         body = services.blobs.get(envelope.body_key)
-    parsed = parse_page(body or b"", envelope.content_type, envelope.final_url or ref.url, task)
+    page_url = envelope.final_url or ref.url
+    try:
+        parsed = parse_page(body or b"", envelope.content_type, page_url, task)
+    except Exception as error:
+        # Loud: a bug in extraction is ours (or the rules'), not the site's.
+        logger.exception("parser error on %s (task %s)", ref.url, task.id)
+        reason = f"parser_error: {type(error).__name__}: {error}"[:500]
+        return PageCommit(ref, False, envelope.status, reason, failure="parser"), []
     page_items = [
         {**item, "_url": ref.url, "_task": task.id, "_fetched_at": envelope.fetched_at, "_n": n}
         for n, item in enumerate(parsed.items)
