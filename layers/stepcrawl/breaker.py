@@ -95,6 +95,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from stepcrawl.errors import ConfigError
+from stepcrawl.names import METRIC_BREAKER_TRANSITIONS
 from stepcrawl.storage.table import All, AnyOf, Cond, Condition, Item, Key, Table
 
 __all__ = [
@@ -113,9 +114,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger("stepcrawl.breaker")
-
-#: CloudWatch metric the callers emit once per :class:`Transition` (to move to ``names.py``).
-METRIC_BREAKER_TRANSITIONS: Final = "BreakerTransitions"
 
 #: Sort key of a host's breaker item (partition key ``BREAKER#<host>``).
 BREAKER_SK: Final = "B"

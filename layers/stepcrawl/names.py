@@ -19,6 +19,7 @@ __all__ = [
     "ENV_TABLE",
     "ENV_WINDOW",
     "METRICS_NAMESPACE",
+    "METRIC_BREAKER_TRANSITIONS",
     "METRIC_BUNDLES",
     "METRIC_ITEMS",
     "METRIC_PAGES_FAILED",
@@ -68,3 +69,4 @@ METRIC_PAGES_FAILED: Final = "PagesFailed"
 METRIC_PAGES_RECORDED: Final = "PagesRecorded"
 METRIC_ITEMS: Final = "Items"
 METRIC_BUNDLES: Final = "ParseBundles"
+METRIC_BREAKER_TRANSITIONS: Final = "BreakerTransitions"

@@ -18,6 +18,7 @@ from stepcrawl.names import (
     ENV_SHARDS,
     ENV_TABLE,
     ENV_WINDOW,
+    METRICS_NAMESPACE,
 )
 from stepcrawl.storage import Meter, Table
 
@@ -58,7 +59,17 @@ def services_from_env() -> CrawlServices:
         meter=meter,
         config=config,
         table_writers=lambda table: DynamoBatchWriter(table, meter=meter),
+        metric=_powertools_metric,
     )
+
+
+def _powertools_metric(name: str, value: float) -> None:
+    # Powertools' Metrics instances share one metric set per process: the handler's
+    # @metrics.log_metrics flushes what the library added here.
+    from aws_lambda_powertools import Metrics  # noqa: PLC0415
+    from aws_lambda_powertools.metrics import MetricUnit  # noqa: PLC0415
+
+    Metrics(namespace=METRICS_NAMESPACE).add_metric(name=name, unit=MetricUnit.Count, value=value)
 
 
 def table_from_env() -> Table:

@@ -56,3 +56,23 @@ def test_redrive_says_what_configuration_is_missing(table: DynamoTable) -> None:
     result = runner.invoke(app, ["redrive", "r1"])
     assert result.exit_code == 2
     assert ENV_FETCH_QUEUE_URL in result.output
+
+
+def test_redrive_dlq_moves_poison_messages_back(moto: Moto) -> None:
+    sqs = moto.client("sqs")
+    dlq = sqs.create_queue(QueueName="parse-dlq")["QueueUrl"]
+    source = sqs.create_queue(QueueName="parse")["QueueUrl"]
+    for i in range(23):
+        sqs.send_message(QueueUrl=dlq, MessageBody=f"m{i}")
+    result = runner.invoke(app, ["redrive-dlq", dlq, "--to", source])
+    assert result.exit_code == 0, result.output
+    assert "moved 23 message(s)" in result.stdout
+    bodies = set()
+    while True:
+        got = sqs.receive_message(QueueUrl=source, MaxNumberOfMessages=10).get("Messages", [])
+        if not got:
+            break
+        bodies |= {m["Body"] for m in got}
+    assert bodies == {f"m{i}" for i in range(23)}
+    depth = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["All"])["Attributes"]
+    assert int(depth["ApproximateNumberOfMessages"]) == 0

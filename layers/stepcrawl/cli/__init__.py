@@ -243,6 +243,18 @@ def redrive(
     out.print(f"re-drove {moved} of {len(found)} failed URL(s) of run {run}")
 
 
+@app.command("redrive-dlq")
+def redrive_dlq(
+    dlq_url: Annotated[str, typer.Argument(help="The dead-letter queue's URL.")],
+    to: Annotated[str, typer.Option("--to", help="The queue the messages came from.")],
+) -> None:
+    """Move poison messages from a dead-letter queue back to their queue (after a fix)."""
+    from stepcrawl.storage.aws import SqsQueue  # noqa: PLC0415 - boto3 only here
+
+    moved = SqsQueue(dlq_url).move_to(to)
+    out.print(f"moved {moved} message(s) from {dlq_url} to {to}")
+
+
 def _or_exit(build: Callable[[], T]) -> T:
     try:
         return build()

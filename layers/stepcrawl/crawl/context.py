@@ -118,6 +118,8 @@ class CrawlServices:
     clock: Callable[[], float] = time.time
     table_writers: Callable[[str], TableWriter] | None = None
     claim_cache: ClaimCache = field(default_factory=lambda: ClaimCache(200_000))
+    #: Count a metric (name, value); on Lambda, CloudWatch through Powertools' EMF.
+    metric: Callable[[str, float], None] = field(default=lambda _name, _value: None)
 
     @cached_property
     def breaker(self) -> BreakerBook:

@@ -25,6 +25,7 @@ from stepcrawl.crawl.messages import FetchMessage, PageEnvelope, ParseBundle, Ur
 from stepcrawl.crawl.paths import body_key
 from stepcrawl.extract.urls import url_host
 from stepcrawl.fetch import FetchPolicy, FetchResult
+from stepcrawl.names import METRIC_BREAKER_TRANSITIONS
 from stepcrawl.pipeline import CrawlTask, Pipeline
 from stepcrawl.storage import OutMessage
 
@@ -164,9 +165,11 @@ def _outcomes(
 ) -> list[PageEnvelope]:
     retry = pipeline.settings_for(task.id).retry
     outcomes = [retry.reclassify.get(result.status or 0, result.outcome) for result in results]
-    services.breaker.record_many(
+    transitions = services.breaker.record_many(
         [(url_host(m.ref.url), o) for m, o in zip(messages, outcomes, strict=True)], breakers
     )
+    for _ in transitions:
+        services.metric(METRIC_BREAKER_TRANSITIONS, 1)
     now_s = services.clock()
     now = datetime.now(UTC).isoformat(timespec="seconds")
     envelopes: list[PageEnvelope] = []

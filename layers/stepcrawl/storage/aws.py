@@ -333,6 +333,35 @@ class SqsQueue:
                 return
         raise RuntimeError(f"SQS kept failing {len(pending)} message(s)")
 
+    def move_to(self, destination: str, *, limit: int = 100_000) -> int:
+        """Move messages to another queue (a DLQ re-drive): receive, send, then delete.
+
+        Sent before deleted, so a crash re-sends rather than loses; the stages are
+        idempotent. (AWS's StartMessageMoveTask does the same server-side; moto lacks it.)
+        """
+        moved = 0
+        while moved < limit:
+            self.meter.sqs(0)
+            raw = self.client.receive_message(
+                QueueUrl=self.url, MaxNumberOfMessages=10, VisibilityTimeout=60
+            )
+            messages = raw.get("Messages", [])
+            if not messages:
+                return moved
+            SqsQueue(destination, client=self.client, meter=self.meter).send_batch(
+                [OutMessage(m["Body"]) for m in messages]
+            )
+            self.meter.sqs(0)
+            self.client.delete_message_batch(
+                QueueUrl=self.url,
+                Entries=[
+                    {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]}
+                    for i, m in enumerate(messages)
+                ],
+            )
+            moved += len(messages)
+        return moved
+
     def approximate_depth(self) -> int:
         names = [
             "ApproximateNumberOfMessages",
