@@ -10,8 +10,9 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import boto3
@@ -213,3 +214,20 @@ def sfn_env(moto: Moto) -> Iterator[StepFunctionsEnv]:
     finally:
         worker.close()
         thread.join(5)
+
+
+@pytest.fixture
+def serve() -> Iterator[Callable[[type[BaseHTTPRequestHandler]], str]]:
+    """Start an HTTP server on 127.0.0.1 for a handler class; its base URL. Stopped after."""
+    servers: list[ThreadingHTTPServer] = []
+
+    def start(handler: type[BaseHTTPRequestHandler]) -> str:
+        server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        return f"http://127.0.0.1:{server.server_address[1]}/"
+
+    yield start
+    for server in servers:
+        server.shutdown()
+        server.server_close()

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import itertools
-import threading
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
@@ -47,15 +46,8 @@ class RotatingSite(BaseHTTPRequestHandler):
 
 
 @pytest.fixture
-def rotating() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), RotatingSite)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/"
-    finally:
-        server.shutdown()
-        server.server_close()
+def rotating(serve: Callable[[type[BaseHTTPRequestHandler]], str]) -> str:
+    return serve(RotatingSite)
 
 
 def rotating_pipeline(seed: str) -> Pipeline:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler
 from typing import Any, ClassVar
 
 import pytest
@@ -78,19 +78,12 @@ class Hostile(BaseHTTPRequestHandler):
 
 
 @pytest.fixture
-def site() -> Iterator[str]:
+def site(serve: Callable[[type[BaseHTTPRequestHandler]], str]) -> str:
     Hostile.hits = Counter()
     Hostile.log = []
     Hostile.healed = False
     Hostile.sick_until = 0.0
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Hostile)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/"
-    finally:
-        server.shutdown()
-        server.server_close()
+    return serve(Hostile)
 
 
 def pipeline(seed: str, **retry: Any) -> Pipeline:
