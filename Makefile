@@ -4,10 +4,11 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 OUT    ?= out
+NPM_STAMP := node_modules/.package-lock.json
 
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
-.PHONY: help setup demo test lint typecheck pytest schema clean
+.PHONY: help setup demo test lint typecheck pytest schema synth deploy clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -40,11 +41,20 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-pytest: $(STAMP)
+$(NPM_STAMP): package-lock.json
+	npm ci --no-audit --no-fund
+
+pytest: $(STAMP) $(NPM_STAMP)
 	$(BIN)/pytest -p no:cacheprovider
 
 schema: $(STAMP)  ## regenerate schemas/pipeline.schema.json from the models
 	$(BIN)/stepcrawl schema --out schemas/pipeline.schema.json
 
+synth: $(STAMP) $(NPM_STAMP)  ## synthesize the CDK stack into cdk.out (builds the layer, runs cdk-nag)
+	PATH="$(CURDIR)/$(BIN):$$PATH" npx cdk synth --no-notices -q
+
+deploy: $(STAMP) $(NPM_STAMP)  ## deploy the stack (STAGE=dev by default)
+	PATH="$(CURDIR)/$(BIN):$$PATH" npx cdk deploy --no-notices -c stage=$(or $(STAGE),dev)
+
 clean:  ## remove the virtualenv and generated output
-	rm -rf $(VENV) $(OUT) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(OUT) .pytest_cache .mypy_cache .ruff_cache .hypothesis cdk.out .build node_modules

@@ -1,12 +1,12 @@
 """What each worker may do, granted only through the constructs' ``grant_*`` methods.
 
-| worker   | table      | bucket                                         | queues (send)   | state machines |
-|----------|------------|------------------------------------------------|-----------------|----------------|
-| dispatch | read/write | read/write/delete ``items/``, ``quarantine/``, | fetch (feed)    | task response  |
-|          |            | and each S3 load target's prefix               |                 |                |
-| fetch    | read/write | put ``bodies/``                                | fetch (retries),| -              |
-|          |            |                                                | parse           |                |
-| parse    | read/write | get ``bodies/``; put/delete ``items/``         | fetch (feed)    | task response  |
+| worker   | table | bucket                                       | send to       | machines      |
+|----------|-------|----------------------------------------------|---------------|---------------|
+| dispatch | rw    | rw+delete ``items/``, ``quarantine/`` and    | fetch (feed)  | task response |
+|          |       | each S3 load target's prefix                 |               |               |
+| fetch    | rw    | put ``bodies/``                              | fetch, parse  | -             |
+| parse    | rw    | get ``bodies/``; put+delete ``items/``       | fetch (feed)  | task response |
+| sweeper  | rw    | -                                            | fetch (feed)  | task response |
 
 plus, for dispatch, write access to the DynamoDB tables that deployed load tasks name
 (imported by name: ``Table.from_table_name(...).grant_write_data``). Receiving from its own
@@ -101,6 +101,13 @@ class WorkerAccess(Construct):
         queues.fetch.queue.grant_send_messages(parse)
         for machine in machines:
             machine.grant_task_response(parse)
+
+        # sweeper: feeds starved shards, heartbeats running crawls, answers orphaned tokens.
+        sweeper = workers.sweeper
+        table.grant_read_write_data(sweeper)
+        queues.fetch.queue.grant_send_messages(sweeper)
+        for machine in machines:
+            machine.grant_task_response(sweeper)
 
     def _load_patterns(self, sources: Sequence[PipelineSource]) -> list[str]:
         patterns = []

@@ -5,19 +5,22 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from aws_cdk import App, Validations
+from aws_cdk import App, Tags, Validations
 from cdk_nag import AwsSolutionsChecks
 
 from infra.config import StackConfig
-from infra.nag import suppress_reviewed_findings
+from infra.nag import acknowledge_reviewed_findings
 from infra.stack import StepcrawlStack
 
 __all__ = ["build_app", "main"]
 
 
-def build_app(context: Mapping[str, Any] | None = None) -> tuple[App, StepcrawlStack]:
-    """The app and its stack; ``context`` adds to (or replaces) cdk.json's context."""
-    app = App(context=dict(context or {}))
+def build_app(
+    context: Mapping[str, Any] | None = None, *, outdir: str | None = None
+) -> tuple[App, StepcrawlStack]:
+    """The app and its stack. Under the CDK CLI the context comes from cdk.json and ``-c``;
+    ``context`` adds to it (tests pass cdk.json's context themselves)."""
+    app = App(context=dict(context or {}), outdir=outdir)
     config = StackConfig.from_context(app.node.try_get_context)
     stack = StepcrawlStack(
         app,
@@ -25,7 +28,10 @@ def build_app(context: Mapping[str, Any] | None = None) -> tuple[App, StepcrawlS
         config=config,
         description=f"stepcrawl serverless crawler and ETL pipelines, stage {config.stage}",
     )
-    suppress_reviewed_findings(stack)
+    # Cost allocation and ownership: every taggable resource says what and which stage.
+    Tags.of(stack).add("project", "stepcrawl")
+    Tags.of(stack).add("stepcrawl:stage", config.stage)
+    acknowledge_reviewed_findings(stack)
     Validations.of(app).add_plugins(AwsSolutionsChecks(app, verbose=True))
     return app, stack
 

@@ -16,7 +16,6 @@ The pipelines layer holds ``pipelines/<name>.yaml``, mounted at ``/opt/pipelines
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 import shutil
 import subprocess
@@ -183,7 +182,7 @@ def build_library_layer(
         shutil.rmtree(site / "bin", ignore_errors=True)  # console scripts: useless in a layer
         _copy_library(library, site)
         try:
-            os.rename(work, final)
+            work.rename(final)
         except OSError:  # another synth finished the same build first
             if not (final / "python").is_dir():
                 raise

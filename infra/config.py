@@ -15,7 +15,14 @@ from typing import Any, Final
 
 from infra.retention import RETENTION_BY_DAYS
 
-__all__ = ["DEFAULTS", "REPO_ROOT", "ConfigError", "StackConfig"]
+__all__ = [
+    "DEFAULTS",
+    "ESM_CONCURRENCY_RANGE",
+    "LOG_RETENTION_CHOICES",
+    "REPO_ROOT",
+    "ContextError",
+    "StackConfig",
+]
 
 #: The repository root (``infra/`` lives directly under it); relative paths are read from here.
 REPO_ROOT: Final = Path(__file__).resolve().parent.parent
@@ -41,19 +48,19 @@ LOG_RETENTION_CHOICES: Final = tuple(RETENTION_BY_DAYS)
 ESM_CONCURRENCY_RANGE: Final = (2, 1000)
 
 
-class ConfigError(ValueError):
+class ContextError(ValueError):
     """A context value is invalid; the message names the key and what is allowed."""
 
 
 def _int(key: str, raw: Any, low: int, high: int) -> int:
     if isinstance(raw, bool):
-        raise ConfigError(f"context {key}: expected an integer, got {raw!r}")
+        raise ContextError(f"context {key}: expected an integer, got {raw!r}")
     try:
         value = int(raw)
     except (TypeError, ValueError):
-        raise ConfigError(f"context {key}: expected an integer, got {raw!r}") from None
+        raise ContextError(f"context {key}: expected an integer, got {raw!r}") from None
     if not low <= value <= high:
-        raise ConfigError(f"context {key}: {value} is out of range {low}-{high}")
+        raise ContextError(f"context {key}: {value} is out of range {low}-{high}")
     return value
 
 
@@ -62,7 +69,7 @@ def _secrets(raw: Any) -> tuple[str, ...]:
         text = raw.strip()
         raw = json.loads(text) if text.startswith("[") else ([text] if text else [])
     if not isinstance(raw, list | tuple) or not all(isinstance(s, str) and s for s in raw):
-        raise ConfigError(
+        raise ContextError(
             "context alert_webhook_secrets: expected a list of Secrets Manager secret names "
             f"or ARNs, got {raw!r}"
         )
@@ -100,7 +107,7 @@ class StackConfig:
 
         stage = str(value("stage"))
         if not _STAGE.match(stage):
-            raise ConfigError(
+            raise ContextError(
                 f"context stage: {stage!r} must be 1-16 lower-case letters, digits or -, "
                 "starting with a letter (it prefixes resource names)"
             )
@@ -108,10 +115,10 @@ class StackConfig:
         if not pipelines_dir.is_absolute():
             pipelines_dir = REPO_ROOT / pipelines_dir
         if not pipelines_dir.is_dir():
-            raise ConfigError(f"context pipelines_dir: {pipelines_dir} is not a directory")
+            raise ContextError(f"context pipelines_dir: {pipelines_dir} is not a directory")
         retention = _int("log_retention_days", value("log_retention_days"), 1, 3653)
         if retention not in LOG_RETENTION_CHOICES:
-            raise ConfigError(
+            raise ContextError(
                 f"context log_retention_days: CloudWatch Logs does not offer {retention}; "
                 f"choose one of {', '.join(map(str, LOG_RETENTION_CHOICES))}"
             )

@@ -1,4 +1,4 @@
-"""The Lambda functions: shared defaults (:class:`StepcrawlFunction`) and the three workers.
+"""The Lambda functions: shared defaults (:class:`StepcrawlFunction`) and the workers.
 
 Every function: Python 3.12 on arm64, ``handler.handler`` from ``functions/<name>/``, the
 library and pipelines layers, JSON logs into its own log group with a retention, active X-Ray
@@ -6,8 +6,11 @@ tracing, Powertools settings, and the stepcrawl environment (names from
 :mod:`stepcrawl.names`, never retyped). Each has its own role that starts empty: its log
 group's write grant and, elsewhere (:mod:`infra.access`), the grants its work needs.
 
-Each worker consumes one queue through an event-source mapping with partial batch responses
-and a ``MaximumConcurrency`` bound (context; the scaler will adjust it at run time).
+dispatch, fetch and parse each consume one queue through an event-source mapping with
+partial batch responses and a ``MaximumConcurrency`` bound (context; the scaler will adjust it
+at run time). The sweeper runs every minute from EventBridge Scheduler: it feeds starved
+shards, heartbeats running crawl tasks and answers a token whose finisher died, so a crawl
+cannot hang on a lost message.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as sources
 from aws_cdk import aws_logs as logs
+from aws_cdk import aws_scheduler as scheduler
+from aws_cdk import aws_scheduler_targets as targets
 from constructs import Construct
 
 from infra.config import REPO_ROOT, StackConfig
@@ -43,6 +48,8 @@ __all__ = [
     "FETCH",
     "FUNCTIONS_DIR",
     "PARSE",
+    "SWEEPER",
+    "SWEEP_RATE",
     "StepcrawlFunction",
     "WorkerSpec",
     "Workers",
@@ -58,7 +65,7 @@ class WorkerSpec:
     name: str
     timeout: Duration
     memory_mb: int
-    batch_size: int
+    batch_size: int = 0  # 0: not fed by a queue
     batching_window: Duration | None = None
 
 
@@ -70,6 +77,9 @@ FETCH: Final = WorkerSpec(
 )
 #: Parse queue -> 5 bundles of pages; CPU-bound, so more memory (= more CPU).
 PARSE: Final = WorkerSpec("parse", Duration.minutes(1), 1024, batch_size=5)
+#: Every running crawl task once per minute; a sweep never needs longer than its period.
+SWEEPER: Final = WorkerSpec("sweeper", Duration.minutes(1), 512)
+SWEEP_RATE: Final = "rate(1 minute)"
 
 
 class StepcrawlFunction(Construct):
@@ -129,7 +139,7 @@ class StepcrawlFunction(Construct):
 
 
 class Workers(Construct):
-    """dispatch, fetch and parse, each fed by its queue."""
+    """dispatch, fetch and parse, each fed by its queue, and the scheduled sweeper."""
 
     def __init__(
         self,
@@ -141,6 +151,7 @@ class Workers(Construct):
         queues: WorkQueues,
         layers: list[lambda_.ILayerVersion],
         pipelines_dir: str,
+        schedule_group: scheduler.IScheduleGroup,
     ) -> None:
         super().__init__(scope, construct_id)
         environment = {
@@ -154,17 +165,20 @@ class Workers(Construct):
             ENV_FETCH_CONCURRENCY: str(config.fetch_concurrency),
         }
 
-        def worker(spec: WorkerSpec, queue: WorkQueue, max_concurrency: int) -> lambda_.Function:
-            made = StepcrawlFunction(
+        def function(spec: WorkerSpec) -> lambda_.Function:
+            return StepcrawlFunction(
                 self,
                 spec.name.capitalize(),
                 spec=spec,
                 config=config,
                 environment=environment,
                 layers=layers,
-            )
+            ).function
+
+        def worker(spec: WorkerSpec, queue: WorkQueue, max_concurrency: int) -> lambda_.Function:
+            made = function(spec)
             # Also grants the function sqs:ReceiveMessage/DeleteMessage/... on this queue.
-            made.function.add_event_source(
+            made.add_event_source(
                 sources.SqsEventSource(
                     queue.queue,
                     batch_size=spec.batch_size,
@@ -173,8 +187,23 @@ class Workers(Construct):
                     report_batch_item_failures=True,
                 )
             )
-            return made.function
+            return made
 
         self.dispatch = worker(DISPATCH, queues.control, config.dispatch_max_concurrency)
         self.fetch = worker(FETCH, queues.fetch, config.fetch_max_concurrency)
         self.parse = worker(PARSE, queues.parse, config.parse_max_concurrency)
+
+        self.sweeper = function(SWEEPER)
+        # A failed or late sweep is not retried: the next one is a minute away.
+        self.sweeper.configure_async_invoke(retry_attempts=0)
+        self.sweep_schedule = scheduler.Schedule(
+            self,
+            "SweepSchedule",
+            schedule_name="sweeper",
+            schedule_group=schedule_group,
+            description="stepcrawl sweeper: feed starved shards, heartbeat and finish crawls",
+            schedule=scheduler.ScheduleExpression.expression(SWEEP_RATE),
+            target=targets.LambdaInvoke(
+                self.sweeper, retry_attempts=0, max_event_age=Duration.minutes(1)
+            ),
+        )

@@ -43,7 +43,7 @@ class LocalBuild:
     def __init__(self, build: Callable[[Path], None]) -> None:
         self._build = build
 
-    def try_bundle(self, output_dir: str, *args: Any, **kwargs: Any) -> bool:
+    def try_bundle(self, output_dir: str, *_args: Any, **_options: Any) -> bool:
         self._build(Path(output_dir))
         return True
 

@@ -2,9 +2,10 @@
 
 Each definition is exactly ``definition_json(compile_pipeline(load_pipeline(path)))`` with its
 ``${Placeholders}`` (:data:`stepcrawl.names.PLACEHOLDERS`) filled by CloudFormation through
-``DefinitionSubstitutions``. The state machine's role gets what its definition calls and no
-more: the integrations are read from the compiled definition (:func:`integrations`), and an
-integration this module does not know fails the synth instead of failing a run.
+``DefinitionSubstitutions``; a placeholder the stack has no value for fails the synth. The
+state machine's role gets what its definition calls and no more: the integrations are read
+from the compiled definition (:func:`integrations`), and an integration this module does not
+know fails the synth instead of failing a run.
 
 The name of a state machine is fixed, ``stepcrawl-<stage>-<pipeline>``: its role may then
 describe and stop the machine's own executions (the run lock, see
@@ -15,7 +16,6 @@ ARN attribute would make the role's policy depend on the machine that depends on
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,7 +33,7 @@ from constructs import Construct
 from infra.config import StackConfig
 from infra.retention import retention_days
 from stepcrawl.compiler import compile_pipeline, definition_json, placeholders_in
-from stepcrawl.names import PLACEHOLDER_CONTROL_QUEUE_URL, PLACEHOLDER_TABLE_NAME, PLACEHOLDERS
+from stepcrawl.names import PLACEHOLDER_CONTROL_QUEUE_URL, PLACEHOLDER_TABLE_NAME
 from stepcrawl.pipeline import DynamoDBTarget, LoadTask, Pipeline, S3Target, discover, load_pipeline
 
 __all__ = [
@@ -45,6 +45,9 @@ __all__ = [
     "load_pipelines",
     "state_machine_name",
 ]
+
+#: The placeholders the stack fills (DefinitionSubstitutions in PipelineMachine).
+SUBSTITUTED: Final = frozenset({PLACEHOLDER_CONTROL_QUEUE_URL, PLACEHOLDER_TABLE_NAME})
 
 #: Service integrations a compiled definition may use -> what its role must be allowed.
 SQS_SEND_WAIT: Final = "arn:aws:states:::sqs:sendMessage.waitForTaskToken"
@@ -106,7 +109,7 @@ def load_pipelines(directory: Path) -> list[PipelineSource]:
                 " the functions look pipelines up by name"
             )
         definition = definition_json(compile_pipeline(pipeline))
-        unknown = placeholders_in(definition) - set(PLACEHOLDERS)
+        unknown = placeholders_in(definition) - SUBSTITUTED
         if unknown:
             raise PipelineError(f"{path}: the stack cannot fill placeholder(s) {sorted(unknown)}")
         sources.append(PipelineSource(path=path, pipeline=pipeline, definition=definition))
@@ -135,9 +138,6 @@ def integrations(definition: str) -> set[str]:
     return set(_resources(json.loads(definition)))
 
 
-_TIMEZONED: Final = re.compile(r"^(cron|at)\(")
-
-
 class PipelineMachine(Construct):
     """A pipeline's state machine with its log group, role grants and optional schedule."""
 
@@ -150,7 +150,7 @@ class PipelineMachine(Construct):
         config: StackConfig,
         table: dynamodb.ITable,
         control_queue: sqs.IQueue,
-        schedule_group: scheduler.IScheduleGroup | None,
+        schedule_group: scheduler.IScheduleGroup,
     ) -> None:
         super().__init__(scope, construct_id)
         self.source = source
@@ -181,7 +181,7 @@ class PipelineMachine(Construct):
         )
         self._grant(name, table, control_queue)
         self.schedule: scheduler.Schedule | None = None
-        if source.pipeline.schedule is not None and schedule_group is not None:
+        if source.pipeline.schedule is not None:
             self.schedule = self._schedule(schedule_group)
 
     def _grant(self, name: str, table: dynamodb.ITable, control_queue: sqs.IQueue) -> None:
@@ -208,14 +208,17 @@ class PipelineMachine(Construct):
     def _schedule(self, group: scheduler.IScheduleGroup) -> scheduler.Schedule:
         schedule = self.source.pipeline.schedule
         assert schedule is not None
-        zone = TimeZone.of(schedule.timezone) if _TIMEZONED.match(schedule.cron) else None
         return scheduler.Schedule(
             self,
             "Schedule",
             schedule_name=self.source.name,
             schedule_group=group,
             description=f"stepcrawl pipeline {self.source.name}: {schedule.cron}",
-            schedule=scheduler.ScheduleExpression.expression(schedule.cron, zone),
+            # cron() fires by the wall clock of the pipeline's time zone (DST included); for
+            # rate() the zone changes nothing, and the L2 would otherwise write UTC.
+            schedule=scheduler.ScheduleExpression.expression(
+                schedule.cron, TimeZone.of(schedule.timezone)
+            ),
             enabled=schedule.enabled,
             # The role it creates may only start this state machine.
             target=targets.StepFunctionsStartExecution(
@@ -232,7 +235,7 @@ class PipelineMachine(Construct):
 
 
 class Pipelines(Construct):
-    """One :class:`PipelineMachine` per pipeline; one schedule group for the stage."""
+    """One :class:`PipelineMachine` per pipeline, scheduled in the stage's schedule group."""
 
     def __init__(
         self,
@@ -243,16 +246,9 @@ class Pipelines(Construct):
         config: StackConfig,
         table: dynamodb.ITable,
         control_queue: sqs.IQueue,
+        schedule_group: scheduler.IScheduleGroup,
     ) -> None:
         super().__init__(scope, construct_id)
-        self.schedule_group: scheduler.ScheduleGroup | None = None
-        if any(s.pipeline.schedule is not None for s in sources):
-            self.schedule_group = scheduler.ScheduleGroup(
-                self,
-                "Schedules",
-                schedule_group_name=config.prefix,
-                removal_policy=RemovalPolicy.DESTROY,
-            )
         ids = [construct_name(s.name) for s in sources]
         clash = sorted({i for i in ids if ids.count(i) > 1})
         if clash:
@@ -265,7 +261,7 @@ class Pipelines(Construct):
                 config=config,
                 table=table,
                 control_queue=control_queue,
-                schedule_group=self.schedule_group,
+                schedule_group=schedule_group,
             )
             for source in sources
         }

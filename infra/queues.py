@@ -39,9 +39,7 @@ class WorkQueue(Construct):
             "Queue",
             encryption=sqs.QueueEncryption.SQS_MANAGED,
             enforce_ssl=True,
-            visibility_timeout=Duration.seconds(
-                consumer_timeout.to_seconds() * VISIBILITY_FACTOR
-            ),
+            visibility_timeout=Duration.seconds(consumer_timeout.to_seconds() * VISIBILITY_FACTOR),
             dead_letter_queue=sqs.DeadLetterQueue(
                 queue=self.dead_letters, max_receive_count=MAX_RECEIVE_COUNT
             ),

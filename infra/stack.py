@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import CfnOutput, Stack
+from aws_cdk import CfnOutput, RemovalPolicy, Stack
+from aws_cdk import aws_scheduler as scheduler
 from constructs import Construct
 
 from infra.access import WorkerAccess
@@ -36,6 +37,13 @@ class StepcrawlStack(Stack):
             fetch_timeout=FETCH.timeout,
             parse_timeout=PARSE.timeout,
         )
+        # Every timer of the stage in one place: the sweeper and the pipelines' schedules.
+        self.schedule_group = scheduler.ScheduleGroup(
+            self,
+            "Schedules",
+            schedule_group_name=config.prefix,
+            removal_policy=RemovalPolicy.DESTROY,
+        )
         self.library = LibraryLayer(self, "Library")
         self.pipelines_layer = PipelinesLayer(
             self, "PipelineFiles", files=[s.path for s in self.sources]
@@ -48,6 +56,7 @@ class StepcrawlStack(Stack):
             queues=self.queues,
             layers=[self.library.layer, self.pipelines_layer.layer],
             pipelines_dir=PIPELINES_MOUNT,
+            schedule_group=self.schedule_group,
         )
         self.pipelines = Pipelines(
             self,
@@ -56,6 +65,7 @@ class StepcrawlStack(Stack):
             config=config,
             table=self.storage.table,
             control_queue=self.queues.control.queue,
+            schedule_group=self.schedule_group,
         )
         self.access = WorkerAccess(
             self,

@@ -1,0 +1,82 @@
+"""Context settings: defaults, cdk.json agreement, parsing of `-c` strings, validation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from aws_cdk import App, Stack
+from aws_cdk import aws_logs as logs
+from aws_cdk.assertions import Template
+from infra.config import DEFAULTS, REPO_ROOT, ContextError, StackConfig
+from infra.retention import RETENTION_BY_DAYS
+
+
+def config(**context: Any) -> StackConfig:
+    return StackConfig.from_context(context.get)
+
+
+def test_cdk_json_repeats_every_default(cdk_context: dict[str, Any]) -> None:
+    context = cdk_context
+    assert {k: context[k] for k in DEFAULTS} == dict(DEFAULTS)
+
+
+def test_defaults() -> None:
+    got = config()
+    assert got.stage == "dev"
+    assert got.prefix == "stepcrawl-dev"
+    assert got.pipelines_dir == (REPO_ROOT / "pipelines").resolve()
+    assert got.log_retention_days == 14
+    assert (got.dispatch_max_concurrency, got.fetch_max_concurrency) == (5, 10)
+    assert got.parse_max_concurrency == 5
+    assert (got.shards, got.window, got.fetch_concurrency) == (4, 256, 32)
+    assert got.alert_webhook_secrets == ()
+
+
+def test_command_line_strings_are_parsed(tmp_path: Any) -> None:
+    got = config(
+        stage="prod",
+        pipelines_dir=str(tmp_path),
+        log_retention_days="30",
+        fetch_max_concurrency="50",
+        shards="8",
+        alert_webhook_secrets='["stepcrawl/wecom", "stepcrawl/slack"]',
+    )
+    assert (got.stage, got.pipelines_dir, got.log_retention_days) == ("prod", tmp_path, 30)
+    assert (got.fetch_max_concurrency, got.shards) == (50, 8)
+    assert got.alert_webhook_secrets == ("stepcrawl/wecom", "stepcrawl/slack")
+    assert config(alert_webhook_secrets="stepcrawl/wecom").alert_webhook_secrets == (
+        "stepcrawl/wecom",
+    )
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("stage", "Prod", "lower-case"),
+        ("stage", "a" * 17, "1-16"),
+        ("pipelines_dir", "no/such/dir", "not a directory"),
+        ("log_retention_days", 10, "does not offer 10"),
+        ("log_retention_days", "two weeks", "expected an integer"),
+        ("fetch_max_concurrency", 1, "out of range 2-1000"),
+        ("parse_max_concurrency", 1001, "out of range 2-1000"),
+        ("dispatch_max_concurrency", True, "expected an integer"),
+        ("shards", 0, "out of range"),
+        ("alert_webhook_secrets", [""], "list of Secrets Manager"),
+        ("alert_webhook_secrets", {"a": 1}, "list of Secrets Manager"),
+    ],
+)
+def test_invalid_values_name_the_key(key: str, value: Any, message: str) -> None:
+    with pytest.raises(ContextError, match=key) as error:
+        config(**{key: value})
+    assert message in str(error.value)
+
+
+def test_every_retention_choice_synthesizes_to_its_days() -> None:
+    stack = Stack(App(), "Retention")
+    for days, member in RETENTION_BY_DAYS.items():
+        logs.LogGroup(stack, f"L{days}", retention=member)
+    groups = Template.from_stack(stack).find_resources("AWS::Logs::LogGroup")
+    assert sorted(g["Properties"]["RetentionInDays"] for g in groups.values()) == sorted(
+        RETENTION_BY_DAYS
+    )

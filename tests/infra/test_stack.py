@@ -1,0 +1,731 @@
+"""The synthesized stack: every resource and property the deployment relies on."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aws_cdk.assertions import Match
+from infra.access import BODIES, ITEMS, QUARANTINE, load_prefix_pattern
+from infra.bundling import library_layer_hash, runtime_requirements
+from infra.functions import DISPATCH, FETCH, PARSE, SWEEP_RATE, SWEEPER
+from infra.layers import LIBRARY_DIR, PIPELINES_MOUNT, PYPROJECT
+from infra.pipelines import SUBSTITUTED, PipelineError, load_pipelines
+
+from stepcrawl.compiler import compile_pipeline, definition_json, substitute
+from stepcrawl.names import (
+    ENV_BUCKET,
+    ENV_FETCH_CONCURRENCY,
+    ENV_FETCH_QUEUE_URL,
+    ENV_PARSE_QUEUE_URL,
+    ENV_PIPELINES_DIR,
+    ENV_SHARDS,
+    ENV_TABLE,
+    ENV_WINDOW,
+    METRICS_NAMESPACE,
+    PLACEHOLDER_CONTROL_QUEUE_URL,
+    PLACEHOLDER_TABLE_NAME,
+    PLACEHOLDERS,
+)
+from stepcrawl.pipeline import discover, load_pipeline
+
+REPO = Path(__file__).resolve().parents[2]
+PIPELINE_FILES = discover([REPO / "pipelines"])
+PIPELINES = {p.stem: p for p in PIPELINE_FILES}
+
+
+# ---------------------------------------------------------------------------------- helpers
+
+
+def render(value: Any) -> str:
+    """A CloudFormation value as text, in cdk-nag's notation: ``<Bucket.Arn>/items/*``."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and "Ref" in value:
+        return f"<{value['Ref']}>"
+    if isinstance(value, dict) and "Fn::GetAtt" in value:
+        return "<" + ".".join(value["Fn::GetAtt"]) + ">"
+    if isinstance(value, dict) and "Fn::Join" in value:
+        separator, parts = value["Fn::Join"]
+        return separator.join(render(p) for p in parts)
+    raise AssertionError(f"cannot render {value!r}")
+
+
+def as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+def grants(synth, role_id: str) -> list[tuple[frozenset[str], frozenset[str]]]:
+    """(actions, resources) of every statement of the policies attached to ``role_id``."""
+    out = []
+    for policy in synth.resources("AWS::IAM::Policy").values():
+        props = policy["Properties"]
+        if {"Ref": role_id} not in props["Roles"]:
+            continue
+        for statement in props["PolicyDocument"]["Statement"]:
+            assert statement["Effect"] == "Allow"
+            out.append(
+                (
+                    frozenset(as_list(statement["Action"])),
+                    frozenset(render(r) for r in as_list(statement["Resource"])),
+                )
+            )
+    return out
+
+
+def allowed(synth, role_id: str) -> set[tuple[str, str]]:
+    """Every (action, resource) pair the role's policies allow."""
+    return {
+        (a, r) for actions, resources in grants(synth, role_id) for a in actions for r in resources
+    }
+
+
+def role_of(synth, function) -> str:
+    return synth.stack.resolve(synth.stack.get_logical_id(function.role.node.default_child))
+
+
+def machine_by_name(synth, name: str) -> tuple[str, dict[str, Any]]:
+    found = [
+        (k, v)
+        for k, v in synth.resources("AWS::StepFunctions::StateMachine").items()
+        if v["Properties"]["StateMachineName"] == name
+    ]
+    assert len(found) == 1, name
+    return found[0]
+
+
+def write_pipeline(directory: Path, name: str, body: str) -> Path:
+    path = directory / f"{name}.yaml"
+    path.write_text(f"name: {name}\n{body}")
+    return path
+
+
+CRAWL_TASK = """
+tasks:
+  - id: crawl
+    type: crawl
+    seeds: [https://example.com/]
+"""
+
+
+# ---------------------------------------------------------------------------------- storage
+
+
+def test_one_table_with_keys_ttl_pitr_and_encryption(default) -> None:
+    tables = default.resources("AWS::DynamoDB::Table")
+    assert len(tables) == 1
+    (table,) = tables.values()
+    props = table["Properties"]
+    assert props["KeySchema"] == [
+        {"AttributeName": "pk", "KeyType": "HASH"},
+        {"AttributeName": "sk", "KeyType": "RANGE"},
+    ]
+    assert props["AttributeDefinitions"] == [
+        {"AttributeName": "pk", "AttributeType": "S"},
+        {"AttributeName": "sk", "AttributeType": "S"},
+    ]
+    assert props["BillingMode"] == "PAY_PER_REQUEST"
+    assert props["TimeToLiveSpecification"] == {"AttributeName": "expires_at", "Enabled": True}
+    assert props["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
+    assert props["SSESpecification"] == {"SSEEnabled": True}
+    assert table["DeletionPolicy"] == "Retain"
+
+
+def test_one_private_encrypted_bucket_expiring_bodies(default) -> None:
+    buckets = default.resources("AWS::S3::Bucket")
+    assert len(buckets) == 1
+    ((bucket_id, bucket),) = buckets.items()
+    props = bucket["Properties"]
+    assert props["BucketEncryption"] == {
+        "ServerSideEncryptionConfiguration": [
+            {"ServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}
+        ]
+    }
+    assert props["PublicAccessBlockConfiguration"] == dict.fromkeys(
+        ["BlockPublicAcls", "BlockPublicPolicy", "IgnorePublicAcls", "RestrictPublicBuckets"],
+        True,
+    )
+    bodies = [r for r in props["LifecycleConfiguration"]["Rules"] if r.get("Prefix") == "bodies/"]
+    assert bodies == [
+        {"Id": "expire-raw-bodies", "Prefix": "bodies/", "ExpirationInDays": 7, "Status": "Enabled"}
+    ]
+    assert BODIES == "bodies/*"  # the layout the rule and the grants assume
+    assert bucket["DeletionPolicy"] == "Retain"
+    default.template.has_resource_properties(
+        "AWS::S3::BucketPolicy",
+        {
+            "Bucket": {"Ref": bucket_id},
+            "PolicyDocument": {
+                "Statement": Match.array_with(
+                    [
+                        Match.object_like(
+                            {
+                                "Effect": "Deny",
+                                "Action": "s3:*",
+                                "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+                            }
+                        )
+                    ]
+                )
+            },
+        },
+    )
+
+
+# ---------------------------------------------------------------------------------- queues
+
+
+@pytest.mark.parametrize(
+    ("queue", "consumer"), [("Control", DISPATCH), ("Fetch", FETCH), ("Parse", PARSE)]
+)
+def test_queue_with_dlq_encryption_tls_and_visibility(default, queue: str, consumer) -> None:
+    dlq_id, dlq = default.one("AWS::SQS::Queue", f"Queues{queue}DeadLetters")
+    queue_id, main = default.one("AWS::SQS::Queue", f"Queues{queue}Queue")
+    assert main["Properties"] == {
+        "RedrivePolicy": {
+            "deadLetterTargetArn": {"Fn::GetAtt": [dlq_id, "Arn"]},
+            "maxReceiveCount": 5,
+        },
+        "SqsManagedSseEnabled": True,
+        "VisibilityTimeout": 6 * int(consumer.timeout.to_seconds()),
+    }
+    assert dlq["Properties"] == {"MessageRetentionPeriod": 14 * 86400, "SqsManagedSseEnabled": True}
+    for queue_ref in (queue_id, dlq_id):
+        default.template.has_resource_properties(
+            "AWS::SQS::QueuePolicy",
+            {
+                "Queues": [{"Ref": queue_ref}],
+                "PolicyDocument": {
+                    "Statement": [
+                        Match.object_like(
+                            {
+                                "Effect": "Deny",
+                                "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+                            }
+                        )
+                    ]
+                },
+            },
+        )
+
+
+# ---------------------------------------------------------------------------------- functions
+
+
+@pytest.mark.parametrize("spec", [DISPATCH, FETCH, PARSE, SWEEPER], ids=lambda s: s.name)
+def test_function_shared_defaults(default, spec) -> None:
+    _, function = default.one("AWS::Lambda::Function", f"Workers{spec.name.capitalize()}Function")
+    props = function["Properties"]
+    assert props["Runtime"] == "python3.12"
+    assert props["Architectures"] == ["arm64"]
+    assert props["Handler"] == "handler.handler"
+    assert props["TracingConfig"] == {"Mode": "Active"}
+    assert props["Timeout"] == int(spec.timeout.to_seconds())
+    assert props["MemorySize"] == spec.memory_mb
+    log_group_id, log_group = default.one(
+        "AWS::Logs::LogGroup", f"Workers{spec.name.capitalize()}Logs"
+    )
+    assert log_group["Properties"]["RetentionInDays"] == 14
+    assert props["LoggingConfig"] == {
+        "ApplicationLogLevel": "INFO",
+        "LogFormat": "JSON",
+        "LogGroup": {"Ref": log_group_id},
+        "SystemLogLevel": "WARN",
+    }
+    library = default.logical_id(default.stack.library.layer)
+    pipelines = default.logical_id(default.stack.pipelines_layer.layer)
+    assert props["Layers"] == [{"Ref": library}, {"Ref": pipelines}]
+    bucket = default.logical_id(default.stack.storage.bucket)
+    table = default.logical_id(default.stack.storage.table)
+    fetch_queue = default.logical_id(default.stack.queues.fetch.queue)
+    parse_queue = default.logical_id(default.stack.queues.parse.queue)
+    assert props["Environment"]["Variables"] == {
+        ENV_TABLE: {"Ref": table},
+        ENV_BUCKET: {"Ref": bucket},
+        ENV_FETCH_QUEUE_URL: {"Ref": fetch_queue},
+        ENV_PARSE_QUEUE_URL: {"Ref": parse_queue},
+        ENV_PIPELINES_DIR: PIPELINES_MOUNT,
+        ENV_SHARDS: "4",
+        ENV_WINDOW: "256",
+        ENV_FETCH_CONCURRENCY: "32",
+        "POWERTOOLS_SERVICE_NAME": spec.name,
+        "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
+    }
+    assert (REPO / "functions" / spec.name / "handler.py").is_file()
+
+
+@pytest.mark.parametrize(
+    ("spec", "queue", "max_concurrency"),
+    [(DISPATCH, "Control", 5), (FETCH, "Fetch", 10), (PARSE, "Parse", 5)],
+    ids=["dispatch", "fetch", "parse"],
+)
+def test_event_source_mappings(default, spec, queue: str, max_concurrency: int) -> None:
+    function_id, _ = default.one(
+        "AWS::Lambda::Function", f"Workers{spec.name.capitalize()}Function"
+    )
+    queue_id, _ = default.one("AWS::SQS::Queue", f"Queues{queue}Queue")
+    mappings = [
+        m["Properties"]
+        for m in default.resources("AWS::Lambda::EventSourceMapping").values()
+        if m["Properties"]["FunctionName"] == {"Ref": function_id}
+    ]
+    expected = {
+        "BatchSize": spec.batch_size,
+        "EventSourceArn": {"Fn::GetAtt": [queue_id, "Arn"]},
+        "FunctionName": {"Ref": function_id},
+        "FunctionResponseTypes": ["ReportBatchItemFailures"],
+        "ScalingConfig": {"MaximumConcurrency": max_concurrency},
+    }
+    if spec is FETCH:
+        expected["MaximumBatchingWindowInSeconds"] = 1
+    assert mappings == [expected]
+    assert (DISPATCH.batch_size, FETCH.batch_size, PARSE.batch_size) == (1, 20, 5)
+
+
+def test_the_sweeper_runs_every_minute_without_retries(default) -> None:
+    assert len(default.resources("AWS::Lambda::EventSourceMapping")) == 3  # none for it
+    sweeper = default.logical_id(default.stack.workers.sweeper)
+    schedules = [
+        s["Properties"]
+        for s in default.resources("AWS::Scheduler::Schedule").values()
+        if s["Properties"]["Name"] == "sweeper"
+    ]
+    assert len(schedules) == 1
+    props = schedules[0]
+    assert props["GroupName"] == "stepcrawl-dev"
+    assert props["ScheduleExpression"] == SWEEP_RATE == "rate(1 minute)"
+    assert props["State"] == "ENABLED"
+    target = props["Target"]
+    assert target["Arn"] == {"Fn::GetAtt": [sweeper, "Arn"]}
+    assert target["RetryPolicy"] == {"MaximumEventAgeInSeconds": 60, "MaximumRetryAttempts": 0}
+    assert allowed(default, target["RoleArn"]["Fn::GetAtt"][0]) == {
+        ("lambda:InvokeFunction", f"<{sweeper}.Arn>"),
+        ("lambda:InvokeFunction", f"<{sweeper}.Arn>:*"),
+    }
+    default.template.has_resource_properties(
+        "AWS::Lambda::EventInvokeConfig",
+        {"FunctionName": {"Ref": sweeper}, "MaximumRetryAttempts": 0},
+    )
+
+
+def layer_keys(synth) -> dict[str, str]:
+    return {
+        logical: layer["Properties"]["Content"]["S3Key"]
+        for logical, layer in synth.resources("AWS::Lambda::LayerVersion").items()
+    }
+
+
+def test_layers_for_python_312_arm64(default) -> None:
+    layers = default.resources("AWS::Lambda::LayerVersion")
+    assert len(layers) == 2
+    for layer in layers.values():
+        assert layer["Properties"]["CompatibleRuntimes"] == ["python3.12"]
+        assert layer["Properties"]["CompatibleArchitectures"] == ["arm64"]
+    expected = library_layer_hash(runtime_requirements(PYPROJECT), LIBRARY_DIR)
+    assert default.stack.library.asset_hash == expected
+
+
+def test_a_requirement_change_changes_the_library_layer_asset(
+    default, synthesize, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The asset-hash trap: CDK would hash only the source folder; ours covers requirements."""
+    real = runtime_requirements
+    monkeypatch.setattr(
+        "infra.bundling.runtime_requirements", lambda path: [*real(path), "extra-package>=1"]
+    )
+    changed = synthesize()
+    library = default.logical_id(default.stack.library.layer)
+    files = default.logical_id(default.stack.pipelines_layer.layer)
+    before, after = layer_keys(default), layer_keys(changed)
+    assert before[library] != after[library]
+    assert before[files] == after[files]
+
+
+# ---------------------------------------------------------------------------------- pipelines
+
+
+def test_one_state_machine_per_pipeline_file(default) -> None:
+    machines = default.resources("AWS::StepFunctions::StateMachine")
+    assert sorted(m["Properties"]["StateMachineName"] for m in machines.values()) == sorted(
+        f"stepcrawl-dev-{name}" for name in PIPELINES
+    )
+    assert len(PIPELINES) >= 3  # books, demo-shop, market-watch at least
+
+
+@pytest.mark.parametrize("name", sorted(PIPELINES))
+def test_definition_is_the_compiler_output_with_deployment_values(default, name: str) -> None:
+    _, machine = machine_by_name(default, f"stepcrawl-dev-{name}")
+    props = machine["Properties"]
+    compiled = compile_pipeline(load_pipeline(PIPELINES[name]))
+    assert props["DefinitionString"] == definition_json(compiled)
+    control = default.logical_id(default.stack.queues.control.queue)
+    table = default.logical_id(default.stack.storage.table)
+    substitutions = props["DefinitionSubstitutions"]
+    assert substitutions == {
+        PLACEHOLDER_CONTROL_QUEUE_URL: {"Ref": control},
+        PLACEHOLDER_TABLE_NAME: {"Ref": table},
+    }
+    assert set(substitutions) == set(PLACEHOLDERS)
+    # What CloudFormation hands to Step Functions, with stand-ins for the two Refs.
+    values = {k: f"resolved {render(v)}" for k, v in substitutions.items()}
+    deployed = json.loads(props["DefinitionString"])
+    assert substitute(deployed, values) == substitute(compiled, values)
+
+
+@pytest.mark.parametrize("name", sorted(PIPELINES))
+def test_state_machine_logs_everything_and_traces(default, name: str) -> None:
+    _, machine = machine_by_name(default, f"stepcrawl-dev-{name}")
+    props = machine["Properties"]
+    assert props["StateMachineType"] == "STANDARD"
+    assert props["TracingConfiguration"] == {"Enabled": True}
+    logging = props["LoggingConfiguration"]
+    assert logging["Level"] == "ALL"
+    assert logging["IncludeExecutionData"] is True
+    (destination,) = logging["Destinations"]
+    log_group_id = destination["CloudWatchLogsLogGroup"]["LogGroupArn"]["Fn::GetAtt"][0]
+    group = default.resources("AWS::Logs::LogGroup")[log_group_id]["Properties"]
+    assert group == {
+        "LogGroupName": f"/aws/vendedlogs/states/stepcrawl-dev-{name}",
+        "RetentionInDays": 14,
+    }
+
+
+def test_state_machine_roles_get_exactly_what_their_definition_calls(default) -> None:
+    table = default.logical_id(default.stack.storage.table)
+    control = default.logical_id(default.stack.queues.control.queue)
+    own = "arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:stepcrawl-dev-{}:*"
+    service_wide = {
+        "logs:CreateLogDelivery",
+        "logs:DeleteLogDelivery",
+        "logs:DescribeLogGroups",
+        "logs:DescribeResourcePolicies",
+        "logs:GetLogDelivery",
+        "logs:ListLogDeliveries",
+        "logs:PutResourcePolicy",
+        "logs:UpdateLogDelivery",
+        "xray:GetSamplingRules",
+        "xray:GetSamplingTargets",
+        "xray:PutTelemetryRecords",
+        "xray:PutTraceSegments",
+    }
+    for name, path in PIPELINES.items():
+        _, machine = machine_by_name(default, f"stepcrawl-dev-{name}")
+        role = machine["Properties"]["RoleArn"]["Fn::GetAtt"][0]
+        pairs = allowed(default, role)
+        expected = {(a, "*") for a in service_wide}
+        expected |= {
+            (a, f"<{control}.Arn>")
+            for a in ("sqs:SendMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl")
+        }
+        expected |= {
+            (f"dynamodb:{a}", f"<{table}.Arn>") for a in ("PutItem", "GetItem", "DeleteItem")
+        }
+        expected.add(("states:DescribeExecution", own.format(name)))
+        overlap = load_pipeline(path).schedule
+        if overlap is not None and overlap.overlap == "replace":
+            expected.add(("states:StopExecution", own.format(name)))
+        assert pairs == expected, name
+    # market-watch replaces a live run; books forbids overlap: only one of them may stop runs.
+    assert load_pipeline(PIPELINES["market-watch"]).schedule.overlap == "replace"  # type: ignore[union-attr]
+    assert load_pipeline(PIPELINES["books"]).schedule.overlap == "forbid"  # type: ignore[union-attr]
+
+
+def test_schedules_in_the_stage_group_with_time_zone(default) -> None:
+    groups = default.resources("AWS::Scheduler::ScheduleGroup")
+    assert [g["Properties"]["Name"] for g in groups.values()] == ["stepcrawl-dev"]
+    schedules = {
+        s["Properties"]["Name"]: s["Properties"]
+        for s in default.resources("AWS::Scheduler::Schedule").values()
+    }
+    scheduled = {
+        name: load_pipeline(path).schedule
+        for name, path in PIPELINES.items()
+        if load_pipeline(path).schedule is not None
+    }
+    assert sorted(schedules) == sorted([*scheduled, "sweeper"])
+    for name, schedule in scheduled.items():
+        assert schedule is not None
+        props = schedules[name]
+        machine_id, _ = machine_by_name(default, f"stepcrawl-dev-{name}")
+        assert props["GroupName"] == "stepcrawl-dev"
+        assert props["ScheduleExpression"] == schedule.cron
+        assert props["ScheduleExpressionTimezone"] == schedule.timezone
+        assert props["State"] == ("ENABLED" if schedule.enabled else "DISABLED")
+        assert props["FlexibleTimeWindow"] == {"Mode": "OFF"}
+        target = props["Target"]
+        assert target["Arn"] == {"Ref": machine_id}
+        assert json.loads(target["Input"])["trigger"] == "schedule"
+        role = target["RoleArn"]["Fn::GetAtt"][0]
+        assert allowed(default, role) == {("states:StartExecution", f"<{machine_id}>")}
+    assert schedules["books"]["ScheduleExpressionTimezone"] == "Europe/Berlin"
+    assert schedules["books"]["ScheduleExpression"] == "cron(0 3 * * ? *)"
+
+
+def test_the_stack_fills_every_placeholder_the_compiler_knows() -> None:
+    assert set(PLACEHOLDERS) == SUBSTITUTED
+
+
+def test_pipeline_files_must_be_named_after_their_pipeline(tmp_path: Path) -> None:
+    (tmp_path / "other.yaml").write_text("name: shop" + CRAWL_TASK)
+    with pytest.raises(PipelineError, match=r"other\.yaml: the file must be named after"):
+        load_pipelines(tmp_path)
+
+
+# ---------------------------------------------------------------------------------- grants
+
+
+def test_dispatch_grants(default) -> None:
+    stack = default.stack
+    role = role_of(default, stack.workers.dispatch)
+    pairs = allowed(default, role)
+    bucket = default.logical_id(stack.storage.bucket)
+    table = default.logical_id(stack.storage.table)
+    fetch = default.logical_id(stack.queues.fetch.queue)
+    parse = default.logical_id(stack.queues.parse.queue)
+    control = default.logical_id(stack.queues.control.queue)
+    # Bucket: only the ETL prefixes (items, quarantine, the S3 load targets' exports).
+    objects = {r for a, r in pairs if a.startswith("s3:") and r.startswith(f"<{bucket}.Arn>/")}
+    assert objects == {f"<{bucket}.Arn>/{p}" for p in (ITEMS, QUARANTINE, "exports/*")}
+    for action in ("s3:GetObject*", "s3:PutObject", "s3:DeleteObject*", "s3:List*"):
+        assert (action, f"<{bucket}.Arn>/items/*") in pairs
+    assert not any(BODIES in r for _, r in pairs)
+    # Table read/write, fetch queue send (feeding), control queue consume; not parse.
+    assert ("dynamodb:UpdateItem", f"<{table}.Arn>") in pairs
+    assert ("dynamodb:Query", f"<{table}.Arn>") in pairs
+    assert ("sqs:SendMessage", f"<{fetch}.Arn>") in pairs
+    assert ("sqs:ReceiveMessage", f"<{control}.Arn>") in pairs
+    assert not any(f"<{parse}.Arn>" == r for _, r in pairs)
+    # Task responses on every state machine, and nothing else of Step Functions.
+    machines = {
+        f"<{default.logical_id(m.state_machine)}>" for m in stack.pipelines.machines.values()
+    }
+    states = {(a, r) for a, r in pairs if a.startswith("states:")}
+    assert states == {
+        (a, m)
+        for a in ("states:SendTaskSuccess", "states:SendTaskFailure", "states:SendTaskHeartbeat")
+        for m in machines
+    }
+    # market-watch loads into a DynamoDB table of its own: write access to that one only.
+    writes = {r for a, r in pairs if a == "dynamodb:BatchWriteItem"}
+    assert writes == {
+        f"<{table}.Arn>",
+        "arn:<AWS::Partition>:dynamodb:<AWS::Region>:<AWS::AccountId>:table/market-price-history",
+    }
+
+
+def test_fetch_may_only_put_raw_bodies(default) -> None:
+    stack = default.stack
+    pairs = allowed(default, role_of(default, stack.workers.fetch))
+    bucket = default.logical_id(stack.storage.bucket)
+    s3 = {(a, r) for a, r in pairs if a.startswith("s3:")}
+    assert {r for _, r in s3} == {f"<{bucket}.Arn>/bodies/*"}
+    assert ("s3:PutObject", f"<{bucket}.Arn>/bodies/*") in s3
+    assert not any(a.startswith(("s3:Get", "s3:List", "s3:Delete")) for a, _ in s3)
+    fetch = default.logical_id(stack.queues.fetch.queue)
+    parse = default.logical_id(stack.queues.parse.queue)
+    control = default.logical_id(stack.queues.control.queue)
+    assert ("sqs:SendMessage", f"<{fetch}.Arn>") in pairs  # retries
+    assert ("sqs:SendMessage", f"<{parse}.Arn>") in pairs
+    assert not any(r == f"<{control}.Arn>" for _, r in pairs)
+    assert not any(a.startswith("states:") for a, _ in pairs)
+    table = default.logical_id(stack.storage.table)
+    assert ("dynamodb:UpdateItem", f"<{table}.Arn>") in pairs
+
+
+def test_parse_reads_bodies_and_writes_items_only(default) -> None:
+    stack = default.stack
+    pairs = allowed(default, role_of(default, stack.workers.parse))
+    bucket = default.logical_id(stack.storage.bucket)
+    bodies, items = f"<{bucket}.Arn>/bodies/*", f"<{bucket}.Arn>/items/*"
+    objects = {(a, r) for a, r in pairs if a.startswith("s3:") and r != f"<{bucket}.Arn>"}
+    assert {r for _, r in objects} == {bodies, items}
+    assert ("s3:GetObject*", bodies) in objects
+    assert ("s3:PutObject", bodies) not in objects
+    assert ("s3:DeleteObject*", bodies) not in objects
+    assert ("s3:PutObject", items) in objects
+    assert ("s3:DeleteObject*", items) in objects
+    assert ("s3:GetObject*", items) not in objects
+    parse = default.logical_id(stack.queues.parse.queue)
+    fetch = default.logical_id(stack.queues.fetch.queue)
+    assert ("sqs:SendMessage", f"<{fetch}.Arn>") in pairs
+    assert ("sqs:SendMessage", f"<{parse}.Arn>") not in pairs
+    assert ("sqs:ReceiveMessage", f"<{parse}.Arn>") in pairs
+    assert {a for a, _ in pairs if a.startswith("states:")} == {
+        "states:SendTaskSuccess",
+        "states:SendTaskFailure",
+        "states:SendTaskHeartbeat",
+    }
+
+
+def test_sweeper_feeds_and_answers_tokens_only(default) -> None:
+    stack = default.stack
+    pairs = allowed(default, role_of(default, stack.workers.sweeper))
+    table = default.logical_id(stack.storage.table)
+    fetch = default.logical_id(stack.queues.fetch.queue)
+    assert ("dynamodb:Query", f"<{table}.Arn>") in pairs
+    assert ("dynamodb:UpdateItem", f"<{table}.Arn>") in pairs
+    assert ("sqs:SendMessage", f"<{fetch}.Arn>") in pairs
+    assert {r for a, r in pairs if a.startswith("sqs:")} == {f"<{fetch}.Arn>"}
+    assert not any(a.startswith("s3:") for a, _ in pairs)
+    assert {a for a, _ in pairs if a.startswith("states:")} == {
+        "states:SendTaskSuccess",
+        "states:SendTaskFailure",
+        "states:SendTaskHeartbeat",
+    }
+
+
+def test_worker_roles_have_no_managed_policies_and_own_log_groups(default) -> None:
+    workers = default.stack.workers
+    for function in (workers.dispatch, workers.fetch, workers.parse, workers.sweeper):
+        role_id = role_of(default, function)
+        role = default.json["Resources"][role_id]["Properties"]
+        assert "ManagedPolicyArns" not in role
+        pairs = allowed(default, role_id)
+        logs = {(a, r) for a, r in pairs if a.startswith("logs:")}
+        assert {a for a, _ in logs} == {"logs:CreateLogStream", "logs:PutLogEvents"}
+        assert len({r for _, r in logs}) == 1
+        assert {r for a, r in pairs if a.startswith("xray:")} == {"*"}
+        assert all(r != "*" for a, r in pairs if not a.startswith("xray:"))
+
+
+def test_load_prefix_patterns() -> None:
+    assert load_prefix_pattern("exports/{pipeline}/{run}/{task}/") == "exports/*"
+    assert load_prefix_pattern("data/{pipeline}-x/") == "data/*"
+    assert load_prefix_pattern("{pipeline}/out/") == "*"
+    assert load_prefix_pattern("fixed/") == "fixed/*"
+
+
+# ---------------------------------------------------------------------------------- outputs
+
+
+def test_outputs(default) -> None:
+    outputs = default.json["Outputs"]
+    stack = default.stack
+    assert outputs["TableName"]["Value"] == {"Ref": default.logical_id(stack.storage.table)}
+    assert outputs["BucketName"]["Value"] == {"Ref": default.logical_id(stack.storage.bucket)}
+    for name in ("Control", "Fetch", "Parse"):
+        queue = getattr(stack.queues, name.lower())
+        assert outputs[f"{name}QueueUrl"]["Value"] == {"Ref": default.logical_id(queue.queue)}
+        assert outputs[f"{name}DeadLetterQueueUrl"]["Value"] == {
+            "Ref": default.logical_id(queue.dead_letters)
+        }
+    for name in PIPELINES:
+        machine_id, _ = machine_by_name(default, f"stepcrawl-dev-{name}")
+        key = "StateMachineArn" + "".join(p.capitalize() for p in name.split("-"))
+        assert outputs[key]["Value"] == {"Ref": machine_id}
+
+
+# ---------------------------------------------------------------------------------- variants
+
+
+@pytest.fixture(scope="module")
+def variant(synthesize, tmp_path_factory: pytest.TempPathFactory):
+    """Stage prod, `-c` style strings, and pipelines that exercise the other branches."""
+    directory = tmp_path_factory.mktemp("pipelines")
+    write_pipeline(
+        directory,
+        "hourly",
+        "schedule: {cron: 'rate(1 hour)', overlap: allow, enabled: false}" + CRAWL_TASK,
+    )
+    write_pipeline(
+        directory,
+        "nightly",
+        "schedule: {cron: 'cron(30 1 * * ? *)', timezone: Asia/Shanghai}"
+        + CRAWL_TASK
+        + """  - id: out
+    type: load
+    depends_on: [crawl]
+    target: {kind: s3, prefix: '{pipeline}/{run}/'}
+""",
+    )
+    return synthesize(
+        stage="prod",
+        pipelines_dir=str(directory),
+        log_retention_days="30",
+        dispatch_max_concurrency="3",
+        fetch_max_concurrency="200",
+        parse_max_concurrency="40",
+        shards="16",
+        window="1024",
+        fetch_concurrency="64",
+        alert_webhook_secrets='["stepcrawl/wecom"]',
+    )
+
+
+def test_resources_are_tagged_with_project_and_stage(default, variant) -> None:
+    for synth, stage in ((default, "dev"), (variant, "prod")):
+        table = synth.json["Resources"][synth.logical_id(synth.stack.storage.table)]
+        tags = {t["Key"]: t["Value"] for t in table["Properties"]["Tags"]}
+        assert tags == {"project": "stepcrawl", "stepcrawl:stage": stage}
+
+
+def test_no_pipelines_still_deploys_the_workers(synthesize, tmp_path: Path) -> None:
+    empty = synthesize(stage="empty", pipelines_dir=str(tmp_path))
+    assert not empty.resources("AWS::StepFunctions::StateMachine")
+    schedules = empty.resources("AWS::Scheduler::Schedule").values()
+    assert [s["Properties"]["Name"] for s in schedules] == ["sweeper"]
+    assert len(empty.resources("AWS::Lambda::Function")) == 4
+
+
+def test_variant_names_carry_the_stage(variant) -> None:
+    names = sorted(
+        m["Properties"]["StateMachineName"]
+        for m in variant.resources("AWS::StepFunctions::StateMachine").values()
+    )
+    assert names == ["stepcrawl-prod-hourly", "stepcrawl-prod-nightly"]
+    assert variant.stack.stack_name == "stepcrawl-prod"
+    groups = variant.resources("AWS::Scheduler::ScheduleGroup")
+    assert [g["Properties"]["Name"] for g in groups.values()] == ["stepcrawl-prod"]
+
+
+def test_variant_context_reaches_the_resources(variant) -> None:
+    concurrency = sorted(
+        m["Properties"]["ScalingConfig"]["MaximumConcurrency"]
+        for m in variant.resources("AWS::Lambda::EventSourceMapping").values()
+    )
+    assert concurrency == [3, 40, 200]
+    for function in variant.resources("AWS::Lambda::Function").values():
+        env = function["Properties"]["Environment"]["Variables"]
+        assert (env[ENV_SHARDS], env[ENV_WINDOW], env[ENV_FETCH_CONCURRENCY]) == (
+            "16",
+            "1024",
+            "64",
+        )
+    retention = {
+        g["Properties"]["RetentionInDays"]
+        for g in variant.resources("AWS::Logs::LogGroup").values()
+    }
+    assert retention == {30}
+    # alert_webhook_secrets is accepted, but no notifier exists yet: nothing uses it.
+    assert variant.stack.config.alert_webhook_secrets == ("stepcrawl/wecom",)
+    assert not variant.resources("AWS::SecretsManager::Secret")
+    assert "wecom" not in json.dumps(variant.json)
+
+
+def test_variant_schedules_rate_and_disabled(variant) -> None:
+    schedules = {
+        s["Properties"]["Name"]: s["Properties"]
+        for s in variant.resources("AWS::Scheduler::Schedule").values()
+    }
+    assert schedules["hourly"]["ScheduleExpression"] == "rate(1 hour)"
+    assert schedules["hourly"]["ScheduleExpressionTimezone"] == "UTC"  # the model's default
+    assert schedules["hourly"]["State"] == "DISABLED"
+    assert schedules["nightly"]["ScheduleExpressionTimezone"] == "Asia/Shanghai"
+    assert schedules["nightly"]["State"] == "ENABLED"
+
+
+def test_variant_without_run_lock_gets_no_table_or_execution_rights(variant) -> None:
+    _, machine = machine_by_name(variant, "stepcrawl-prod-hourly")
+    pairs = allowed(variant, machine["Properties"]["RoleArn"]["Fn::GetAtt"][0])
+    assert not any(a.startswith(("dynamodb:", "states:")) for a, _ in pairs)
+    control = variant.logical_id(variant.stack.queues.control.queue)
+    assert ("sqs:SendMessage", f"<{control}.Arn>") in pairs
+
+
+def test_variant_load_prefix_starting_with_a_placeholder_covers_the_bucket(variant) -> None:
+    assert variant.stack.access.dispatch_patterns == ["*", ITEMS, QUARANTINE]
+    bucket = variant.logical_id(variant.stack.storage.bucket)
+    pairs = allowed(variant, role_of(variant, variant.stack.workers.dispatch))
+    assert ("s3:PutObject", f"<{bucket}.Arn>/*") in pairs
