@@ -3,19 +3,31 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from stepcrawl.cli import app
 from stepcrawl.crawl.accounting import PageCommit, failure_record
+from stepcrawl.crawl.keys import url_key
 from stepcrawl.crawl.messages import UrlRef
-from stepcrawl.names import ENV_FETCH_QUEUE_URL, ENV_TABLE
+from stepcrawl.names import (
+    ENV_BUCKET,
+    ENV_FETCH_QUEUE_URL,
+    ENV_PARSE_QUEUE_URL,
+    ENV_PIPELINES_DIR,
+    ENV_TABLE,
+)
+from stepcrawl.pipeline import Pipeline
+from stepcrawl.runtime import services_from_env
 from stepcrawl.storage.aws import DynamoTable
 
 from .conftest import Moto
 
 runner = CliRunner()
+URL = "https://shop.example.com/p/1"
 
 
 @pytest.fixture
@@ -76,3 +88,62 @@ def test_redrive_dlq_moves_poison_messages_back(moto: Moto) -> None:
     assert bodies == {f"m{i}" for i in range(23)}
     depth = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["All"])["Attributes"]
     assert int(depth["ApproximateNumberOfMessages"]) == 0
+
+
+def test_redrive_from_the_cli_puts_urls_back_and_feeds_them(
+    moto: Moto, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    data = {"name": "shop", "tasks": [{"id": "crawl", "type": "crawl", "seeds": [URL]}]}
+    pipeline = Pipeline.model_validate(data)
+    (tmp_path / "shop.yaml").write_text(yaml.safe_dump(data), "utf-8")
+    sqs = moto.client("sqs")
+    fetch_queue = sqs.create_queue(QueueName="fetch")["QueueUrl"]
+    moto.client("s3").create_bucket(Bucket="data")
+    env = {
+        ENV_TABLE: moto.table("deployed"),
+        ENV_FETCH_QUEUE_URL: fetch_queue,
+        ENV_PARSE_QUEUE_URL: sqs.create_queue(QueueName="parse")["QueueUrl"],
+        ENV_BUCKET: "data",
+        ENV_PIPELINES_DIR: str(tmp_path),
+    }
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    services_from_env.cache_clear()
+    table = DynamoTable(env[ENV_TABLE], client=moto.client("dynamodb"))
+    version = pipeline.version_hash()
+    table.put(
+        {
+            "pk": "RUN#r1",
+            "sk": "TASK#crawl",
+            "status": "succeeded",
+            "pipeline": "shop",
+            "version": version,
+            "claimed": 1,
+            "finished": 1,
+            "failed": 1,
+            "ok": 0,
+            "budget": 9,
+        }
+    )
+    table.put(
+        {
+            "pk": url_key("r1", "crawl", URL)[0],
+            "sk": "U",
+            "url": URL,
+            "state": "failed",
+            "owner": "seed",
+            "depth": 0,
+        }
+    )
+    page = PageCommit(UrlRef(url=URL), False, 503, "http_503", failure="transient")
+    table.put(failure_record("r1", "crawl", page, 1.0))
+    result = runner.invoke(app, ["redrive", "r1", "--class", "transient"])
+    services_from_env.cache_clear()
+    assert result.exit_code == 0, result.output
+    assert "re-drove 1 of 1" in result.stdout
+    assert table.get(url_key("r1", "crawl", URL))["state"] == "pending"
+    task = table.get(("RUN#r1", "TASK#crawl"))
+    assert (task["status"], task["finished"], task["failed"]) == ("running", 0, 0)
+    sent = sqs.receive_message(QueueUrl=fetch_queue, MaxNumberOfMessages=10)["Messages"]
+    assert [json.loads(m["Body"])["ref"]["url"] for m in sent] == [URL]
+    assert runner.invoke(app, ["failures", "r1"]).stdout.startswith("no failures")

@@ -315,6 +315,7 @@ def task_summary(record: dict[str, Any]) -> dict[str, Any]:
         ddb_read_units=float(record.get("u_ddb_read_units", 0)),
         sqs_requests=int(record.get("u_sqs_requests", 0)),
         s3_requests=int(record.get("u_s3_requests", 0)),
+        lambda_ms=float(record.get("u_lambda_ms", 0)),
     )
     per_page = {k: round(v / max(1, pages), 3) for k, v in usage.as_dict().items()}
     return {

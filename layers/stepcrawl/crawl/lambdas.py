@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, Protocol
 
 from stepcrawl.crawl.context import CrawlServices
@@ -23,12 +25,24 @@ class SqsRecord(Protocol):
     body: str
 
 
+@contextmanager
+def _billed(services: CrawlServices) -> Iterator[None]:
+    """Meter the wall time of the work (Lambda bills it): it joins the task's usage."""
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        services.meter.lambda_ms(1000 * (time.perf_counter() - start))
+
+
 def dispatch_record(services: CrawlServices, body: str) -> None:
-    handle_control(services, ControlMessage.model_validate_json(body))
+    with _billed(services):
+        handle_control(services, ControlMessage.model_validate_json(body))
 
 
 def parse_record(services: CrawlServices, body: str) -> int:
-    return process_bundle(services, ParseBundle.model_validate_json(body))
+    with _billed(services):
+        return process_bundle(services, ParseBundle.model_validate_json(body))
 
 
 def sweep(services: CrawlServices) -> dict[str, int]:
@@ -51,7 +65,8 @@ def fetch_records(
     """Fetch the whole batch concurrently; a failure fails the batch (partial response)."""
     messages = [FetchMessage.model_validate_json(r.body) for r in records]
     try:
-        loop.run_until_complete(process_fetch_batch(services, fetcher, messages))
+        with _billed(services):
+            loop.run_until_complete(process_fetch_batch(services, fetcher, messages))
     except Exception:  # noqa: BLE001 - any failure: Lambda redelivers the batch
         # Every record comes back; the commit is idempotent, so refetching is safe.
         return {"batchItemFailures": [{"itemIdentifier": r.messageId} for r in records]}

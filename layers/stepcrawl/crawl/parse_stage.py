@@ -65,7 +65,9 @@ def process_bundle(services: CrawlServices, bundle: ParseBundle) -> int:
         bundle.run,
         bundle.task,
         [(child, url_hash(page.ref.url)) for page in mine for child in page.children],
-        bundle.bundle_id,
+        # Discovery order within a depth: the bundle's fetch time leads its chunk key
+        # (carried in the message, so a redelivery rewrites the same chunk).
+        f"{min(e.fetched_at for e in bundle.pages)}#{bundle.bundle_id}",
     )
     sweep(
         services,

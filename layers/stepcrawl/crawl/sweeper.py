@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import Any
 
 from stepcrawl.crawl.accounting import RUNNING_PK, maybe_finish
 from stepcrawl.crawl.context import CrawlServices
@@ -32,7 +33,7 @@ class SweepReport:
 def sweep_running(services: CrawlServices) -> SweepReport:
     """Sweep every running crawl task once."""
     report = SweepReport()
-    for entry in services.table.query(RUNNING_PK, consistent=True):
+    for entry in _by_priority(services, services.table.query(RUNNING_PK, consistent=True)):
         report.tasks += 1
         run, task = str(entry["run"]), str(entry["task"])
         try:
@@ -53,3 +54,16 @@ def sweep_running(services: CrawlServices) -> SweepReport:
             report.errors += 1
             logger.exception("sweeping %s/%s failed", run, task)
     return report
+
+
+def _by_priority(services: CrawlServices, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Most urgent tasks first: the window they share goes to them first."""
+
+    def priority(entry: dict[str, Any]) -> tuple[int, str]:
+        try:
+            pipeline = services.registry.get(str(entry["pipeline"]), str(entry["version"]))
+            return (pipeline.task(str(entry["task"])).priority, str(entry["sk"]))
+        except (StepcrawlError, KeyError):
+            return (1_000_000, str(entry["sk"]))
+
+    return sorted(entries, key=priority)

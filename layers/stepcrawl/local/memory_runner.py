@@ -229,12 +229,13 @@ class MemoryRunner:
         return self.fetch_queue.approximate_depth() + self.parse_queue.approximate_depth()
 
     def _timed(self, stage: str, work: Work) -> None:
-        start = time.process_time()
+        start, wall = time.process_time(), time.perf_counter()
         try:
             work()
         finally:
             spent = time.process_time() - start
             self.stats.cpu_seconds[stage] = self.stats.cpu_seconds.get(stage, 0.0) + spent
+            self.meter.lambda_ms(1000 * (time.perf_counter() - wall))
 
     def close(self) -> None:
         self.loop.run_until_complete(self.fetcher.aclose())

@@ -25,6 +25,7 @@ class Usage:
     ddb_read_units: float = 0.0
     sqs_requests: int = 0
     s3_requests: int = 0
+    lambda_ms: float = 0.0
 
     def as_dict(self) -> dict[str, float]:
         return {k: float(v) for k, v in asdict(self).items()}
@@ -71,6 +72,10 @@ class Meter:
 
     def s3(self, requests: int = 1) -> None:
         self._add("s3_requests", requests)
+
+    def lambda_ms(self, milliseconds: float) -> None:
+        """Wall time of a handler invocation (what Lambda bills, with the memory size)."""
+        self._add("lambda_ms", milliseconds)
 
     def snapshot(self) -> Usage:
         """Everything since this meter was created."""
