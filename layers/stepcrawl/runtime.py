@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 from functools import cache
 
 from stepcrawl.crawl.context import CrawlConfig, CrawlServices, DirectoryRegistry
@@ -79,12 +80,24 @@ def table_from_env() -> Table:
     return DynamoTable(_env(ENV_TABLE))
 
 
-@cache
+_container = threading.local()
+
+
 def container_loop() -> asyncio.AbstractEventLoop:
-    """One event loop per container, so the HTTP client's pool survives between invocations."""
-    return asyncio.new_event_loop()
+    """One event loop per container, so the HTTP client's pool survives between invocations.
+
+    Per thread: a Lambda container runs one invocation at a time, and local mode plays
+    several containers as threads of one process.
+    """
+    loop: asyncio.AbstractEventLoop | None = getattr(_container, "loop", None)
+    if loop is None:
+        loop = _container.loop = asyncio.new_event_loop()
+    return loop
 
 
-@cache
 def container_fetcher() -> Fetcher:
-    return Fetcher()
+    """The container's fetcher (its HTTP client lives on the container's loop)."""
+    fetcher: Fetcher | None = getattr(_container, "fetcher", None)
+    if fetcher is None:
+        fetcher = _container.fetcher = Fetcher()
+    return fetcher

@@ -1,0 +1,569 @@
+"""The local Lambda runtime: SQS event-source mappings played against moto.
+
+Every behaviour Lambda has for an SQS mapping that stepcrawl relies on: the exact event and
+context, partial batch responses, whole-batch retries on errors and timeouts, redrive to the
+DLQ, MaximumConcurrency (also changed while running), batching windows, and per-function
+environment variables.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from aws_lambda_powertools.utilities.batch import (
+    BatchProcessor,
+    EventType,
+    process_partial_response,
+)
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+from aws_lambda_powertools.utilities.parser.models import SqsModel
+from moto.server import ThreadedMotoServer
+
+from stepcrawl.local.lambda_runtime import (
+    FunctionSpec,
+    LambdaRuntime,
+    MappingSpec,
+    sqs_event,
+)
+
+from .conftest import REGION, Moto
+
+pytestmark = pytest.mark.moto
+
+
+class Calls:
+    """What a test handler saw, thread-safe."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.events: list[dict[str, Any]] = []
+        self.contexts: list[Any] = []
+        self.notes: list[Any] = []
+        self.running = 0
+        self.peak = 0
+
+    def record(self, event: dict[str, Any], context: Any, note: Any = None) -> None:
+        with self.lock:
+            self.events.append(event)
+            self.contexts.append(context)
+            self.notes.append(note)
+
+    def bodies(self) -> Counter[str]:
+        with self.lock:
+            return Counter(r["body"] for e in self.events for r in e["Records"])
+
+    def sizes(self) -> list[int]:
+        with self.lock:
+            return [len(e["Records"]) for e in self.events]
+
+
+@pytest.fixture
+def sqs(moto: Moto) -> Any:
+    return moto.client("sqs")
+
+
+def make_queue(sqs: Any, name: str, visibility: int = 30, **attributes: str) -> str:
+    url: str = sqs.create_queue(
+        QueueName=name, Attributes={"VisibilityTimeout": str(visibility), **attributes}
+    )["QueueUrl"]
+    return url
+
+
+def send(sqs: Any, url: str, *bodies: str) -> None:
+    for i in range(0, len(bodies), 10):
+        sqs.send_message_batch(
+            QueueUrl=url,
+            Entries=[{"Id": str(n), "MessageBody": b} for n, b in enumerate(bodies[i : i + 10])],
+        )
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached in time")
+        time.sleep(0.02)
+
+
+@pytest.fixture
+def runtimes() -> Iterator[Callable[..., LambdaRuntime]]:
+    """Start runtimes for a test and always stop them before moto goes away."""
+    started: list[LambdaRuntime] = []
+
+    def start(
+        sqs: Any, functions: list[FunctionSpec], mappings: list[MappingSpec]
+    ) -> LambdaRuntime:
+        runtime = LambdaRuntime(functions, mappings, sqs=sqs, idle_max=0.1)
+        started.append(runtime)
+        return runtime.start()
+
+    yield start
+    for runtime in started:
+        runtime.stop(5)
+
+
+def test_event_shape_context_and_remaining_time(
+    sqs: Any, runtimes: Callable[..., LambdaRuntime]
+) -> None:
+    url = make_queue(sqs, "shape")
+    sqs.send_message(
+        QueueUrl=url,
+        MessageBody='{"n": 0}',
+        MessageAttributes={
+            "kind": {"DataType": "String", "StringValue": "page"},
+            "blob": {"DataType": "Binary", "BinaryValue": b"\x00\x01"},
+        },
+    )
+    send(sqs, url, '{"n": 1}', '{"n": 2}')
+    calls = Calls()
+
+    def handler(event: dict[str, Any], context: Any) -> None:
+        first = context.get_remaining_time_in_millis()
+        time.sleep(0.15)
+        calls.record(event, context, (first, context.get_remaining_time_in_millis()))
+
+    runtime = runtimes(
+        sqs,
+        [FunctionSpec("shape-fn", handler, timeout=5, memory_mb=1024)],
+        [MappingSpec("shape-fn", url, batch_size=10, maximum_batching_window=0.3)],
+    )
+    runtime.wait_idle(timeout=10)
+
+    assert calls.sizes() == [3]
+    event = calls.events[0]
+    parsed = SqsModel.model_validate(event)  # Powertools' model of Lambda's SQS event
+    arn = f"arn:aws:sqs:{REGION}:123456789012:shape"
+    assert {r.eventSourceARN for r in parsed.Records} == {arn}
+    assert {r.awsRegion for r in parsed.Records} == {REGION}
+    assert sorted(json.loads(str(r.body))["n"] for r in parsed.Records) == [0, 1, 2]
+    record = next(r for r in event["Records"] if r["body"] == '{"n": 0}')
+    assert set(record) == {
+        "messageId",
+        "receiptHandle",
+        "body",
+        "attributes",
+        "messageAttributes",
+        "md5OfBody",
+        "md5OfMessageAttributes",
+        "eventSource",
+        "eventSourceARN",
+        "awsRegion",
+    }
+    assert record["attributes"]["ApproximateReceiveCount"] == "1"
+    assert {"SentTimestamp", "SenderId", "ApproximateFirstReceiveTimestamp"} <= set(
+        record["attributes"]
+    )
+    assert record["messageAttributes"]["kind"] == {
+        "stringValue": "page",
+        "stringListValues": [],
+        "binaryListValues": [],
+        "dataType": "String",
+    }
+    assert record["messageAttributes"]["blob"]["binaryValue"] == "AAE="
+    plain = next(r for r in event["Records"] if r["body"] == '{"n": 1}')
+    assert plain["messageAttributes"] == {}
+    assert "md5OfMessageAttributes" not in plain
+
+    context = calls.contexts[0]
+    assert context.function_name == "shape-fn"
+    assert context.function_version == "$LATEST"
+    assert context.invoked_function_arn == f"arn:aws:lambda:{REGION}:123456789012:function:shape-fn"
+    assert context.memory_limit_in_mb == 1024
+    assert context.log_group_name == "/aws/lambda/shape-fn"
+    assert "[$LATEST]" in context.log_stream_name
+    assert len(context.aws_request_id) == 36
+    first, second = calls.notes[0]
+    assert 4_500 < first <= 5_000
+    assert 100 <= first - second < 1_000  # counts down with the wall clock
+
+
+def partial_handler(calls: Calls) -> Callable[[dict[str, Any], Any], dict[str, Any]]:
+    """Powertools' BatchProcessor; fails the record "bad" on its first delivery."""
+    processor = BatchProcessor(event_type=EventType.SQS)
+
+    def record_handler(record: SQSRecord) -> None:
+        if record.body == "bad" and record.attributes.approximate_receive_count == "1":
+            raise ValueError("bad record")
+
+    def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        calls.record(event, context)
+        return process_partial_response(event, record_handler, processor, context)
+
+    return handler
+
+
+def test_partial_batch_failure_leaves_only_the_failed_items(
+    sqs: Any, runtimes: Callable[..., LambdaRuntime]
+) -> None:
+    url = make_queue(sqs, "partial", visibility=1)
+    send(sqs, url, "a", "b", "bad", "c", "d")
+    calls = Calls()
+    runtime = runtimes(
+        sqs,
+        [FunctionSpec("partial", partial_handler(calls), timeout=1)],
+        [MappingSpec("partial", url, batch_size=10, report_batch_item_failures=True)],
+    )
+    runtime.wait_idle(timeout=10)
+    # The first batch had all five; only the failed item came back.
+    assert [[r["body"] for r in e["Records"]] for e in calls.events][1:] == [["bad"]]
+    assert calls.bodies() == {"a": 1, "b": 1, "c": 1, "d": 1, "bad": 2}
+    stats = runtime.stats()["partial:partial"]
+    assert (stats.failed_items, stats.failures, stats.deleted) == (1, 0, 5)
+
+
+def test_without_report_batch_item_failures_the_whole_batch_is_deleted(
+    sqs: Any, runtimes: Callable[..., LambdaRuntime]
+) -> None:
+    url = make_queue(sqs, "ignored", visibility=1)
+    send(sqs, url, "a", "bad", "b")
+    calls = Calls()
+    runtime = runtimes(
+        sqs,
+        [FunctionSpec("ignored", partial_handler(calls), timeout=1)],
+        [MappingSpec("ignored", url, batch_size=10)],
+    )
+    runtime.wait_idle(timeout=10)
+    assert calls.bodies() == {"a": 1, "bad": 1, "b": 1}
+    assert runtime.stats()["ignored:ignored"].deleted == 3
+
+
+def test_an_invalid_item_identifier_fails_the_whole_batch(
+    sqs: Any, runtimes: Callable[..., LambdaRuntime]
+) -> None:
+    url = make_queue(sqs, "invalid", visibility=1)
+    send(sqs, url, "a", "b")
+    calls = Calls()
+
+    def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        calls.record(event, context)
+        if event["Records"][0]["attributes"]["ApproximateReceiveCount"] == "1":
+            return {"batchItemFailures": [{"itemIdentifier": "no-such-message"}]}
+        return {"batchItemFailures": []}
+
+    runtime = runtimes(
+        sqs,
+        [FunctionSpec("invalid", handler, timeout=1)],
+        [MappingSpec("invalid", url, report_batch_item_failures=True)],
+    )
+    runtime.wait_idle(timeout=10)
+    assert calls.bodies() == {"a": 2, "b": 2}
+    assert runtime.stats()["invalid:invalid"].failures == 1
+
+
+def test_an_exception_returns_the_whole_batch(
+    sqs: Any, runtimes: Callable[..., LambdaRuntime]
+) -> None:
+    url = make_queue(sqs, "raises", visibility=1)
+    send(sqs, url, "a", "b", "c")
+    calls = Calls()
+
+    def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        calls.record(event, context)
+        if event["Records"][0]["attributes"]["ApproximateReceiveCount"] == "1":
+            raise RuntimeError("boom")
+        return {"batchItemFailures": []}
+
+    runtime = runtimes(
+        sqs,
+        [FunctionSpec("raises", handler, timeout=1)],
+        [MappingSpec("raises", url, report_batch_item_failures=True)],
+    )
+    runtime.wait_idle(timeout=10)
+    # Nothing was deleted: all three came back (possibly split: each message's visibility
+    # timeout ends on its own) and were delivered a second time.
+    assert calls.sizes()[0] == 3
+    assert calls.bodies() == {"a": 2, "b": 2, "c": 2}
+    stats = runtime.stats()["raises:raises"]
+    assert (stats.failures, stats.deleted) == (1, 3)
+    assert stats.last_error == "RuntimeError: boom"
+
+
+def test_a_timeout_fails_the_batch_and_frees_the_slot(
+    sqs: Any, runtimes: Callable[..., LambdaRuntime]
+) -> None:
+    url = make_queue(sqs, "slow", visibility=1)
+    send(sqs, url, "a")
+    calls = Calls()
+
+    def handler(event: dict[str, Any], context: Any) -> None:
+        calls.record(event, context)
+        if event["Records"][0]["attributes"]["ApproximateReceiveCount"] == "1":
+            time.sleep(1.5)  # past the 0.3 s timeout, and past the message's return
+
+    runtime = runtimes(
+        sqs,
+        [FunctionSpec("slow", handler, timeout=0.3)],
+        [MappingSpec("slow", url, batch_size=1, max_concurrency=1)],
+    )
+    runtime.wait_idle(timeout=10)
+    # The second delivery ran while the first, timed-out handler was still sleeping.
+    assert calls.bodies() == {"a": 2}
+    stats = runtime.stats()["slow:slow"]
+    assert (stats.timeouts, stats.failures, stats.deleted) == (1, 1, 1)
+    assert stats.last_error == "Task timed out after 0.3 seconds"
+    assert runtime.cold_starts()["slow"] == 2  # the timed-out container was discarded
+
+
+def test_redrive_to_the_dlq_after_max_receive_count(
+    sqs: Any, runtimes: Callable[..., LambdaRuntime]
+) -> None:
+    dlq = make_queue(sqs, "work-dlq")
+    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    url = make_queue(
+        sqs,
+        "work",
+        visibility=1,
+        RedrivePolicy=json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": 2}),
+    )
+    send(sqs, url, "poison")
+    calls = Calls()
+
+    def handler(event: dict[str, Any], context: Any) -> None:
+        calls.record(event, context)
+        raise RuntimeError("always")
+
+    runtime = runtimes(
+        sqs,
+        [FunctionSpec("work", handler, timeout=1)],
+        [MappingSpec("work", url, batch_size=1)],
+    )
+
+    def in_dlq() -> bool:
+        attributes = sqs.get_queue_attributes(
+            QueueUrl=dlq, AttributeNames=["ApproximateNumberOfMessages"]
+        )["Attributes"]
+        return attributes["ApproximateNumberOfMessages"] == "1"
+
+    wait_for(in_dlq, timeout=10)
+    runtime.wait_idle([url], timeout=5)
+    assert calls.bodies() == {"poison": 2}
+    assert runtime.stats()["work:work"].failures == 2
+    moved = sqs.receive_message(QueueUrl=dlq)["Messages"]
+    assert [m["Body"] for m in moved] == ["poison"]
+
+
+def test_max_concurrency_is_respected_and_re_read(
+    sqs: Any, runtimes: Callable[..., LambdaRuntime]
+) -> None:
+    url = make_queue(sqs, "busy")
+    send(sqs, url, *(f"m{i}" for i in range(40)))
+    limit = [3]
+    peaks: dict[int, int] = {}
+    calls = Calls()
+
+    def handler(event: dict[str, Any], context: Any) -> None:
+        with calls.lock:
+            calls.running += 1
+            phase = limit[0]
+            peaks[phase] = max(peaks.get(phase, 0), calls.running)
+        time.sleep(0.2)
+        calls.record(event, context)
+        with calls.lock:
+            calls.running -= 1
+
+    runtime = runtimes(
+        sqs,
+        [FunctionSpec("busy", handler, timeout=2)],
+        [MappingSpec("busy", url, batch_size=1, max_concurrency=lambda: limit[0])],
+    )
+    wait_for(lambda: len(calls.sizes()) >= 9)
+    assert runtime.stats()["busy:busy"].max_concurrent == 3
+    limit[0] = 6
+    runtime.wait_idle(timeout=10)
+    assert peaks == {3: 3, 6: 6}
+    stats = runtime.stats()["busy:busy"]
+    assert (stats.invocations, stats.messages, stats.deleted) == (40, 40, 40)
+    assert (stats.max_concurrent, stats.concurrency_limit) == (6, 6)
+    assert runtime.cold_starts() == {"busy": 6}  # warm containers are re-used
+    # Receives fetch for every free slot at once, so there are far fewer than messages.
+    assert stats.receives - stats.empty_receives < 40
+
+
+def test_the_batching_window_gathers_a_batch(
+    sqs: Any, runtimes: Callable[..., LambdaRuntime]
+) -> None:
+    url = make_queue(sqs, "window")
+    calls = Calls()
+
+    def handler(event: dict[str, Any], context: Any) -> None:
+        calls.record(event, context, time.monotonic())
+
+    runtime = runtimes(
+        sqs,
+        [FunctionSpec("window", handler, timeout=2)],
+        [MappingSpec("window", url, batch_size=20, maximum_batching_window=1.0)],
+    )
+    started = time.monotonic()
+    for body in ("x", "y", "z"):  # trickling in: one batch when the window closes
+        send(sqs, url, body)
+        time.sleep(0.2)
+    runtime.wait_idle(timeout=5)
+    assert calls.sizes() == [3]
+    assert calls.notes[0] - started >= 0.9
+    send(sqs, url, *(f"m{i}" for i in range(20)))  # a full batch does not wait
+    sent = time.monotonic()
+    runtime.wait_idle(timeout=5)
+    assert calls.sizes() == [3, 20]
+    assert calls.notes[1] - sent < 0.9
+
+
+def test_each_function_sees_only_its_own_environment(
+    sqs: Any, runtimes: Callable[..., LambdaRuntime], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("SC_ONLY_A", raising=False)
+    monkeypatch.delenv("SC_ONLY_B", raising=False)
+    monkeypatch.setenv("SC_SHARED", "outside")
+    keys = ("SC_SHARED", "SC_ONLY_A", "SC_ONLY_B")
+    urls = {name: make_queue(sqs, f"env-{name}") for name in "ab"}
+    calls = {name: Calls() for name in "ab"}
+
+    def handler_for(name: str) -> Callable[[dict[str, Any], Any], None]:
+        def handler(event: dict[str, Any], context: Any) -> None:
+            seen = tuple(os.environ.get(k) for k in keys)
+            time.sleep(0.02)
+            calls[name].record(event, context, (seen, tuple(os.environ.get(k) for k in keys)))
+
+        return handler
+
+    runtime = runtimes(
+        sqs,
+        [
+            FunctionSpec("a", handler_for("a"), {"SC_SHARED": "1", "SC_ONLY_A": "a"}),
+            FunctionSpec("b", handler_for("b"), {"SC_SHARED": "1", "SC_ONLY_B": "b"}),
+        ],
+        [MappingSpec(name, urls[name], batch_size=1, max_concurrency=3) for name in ("a", "b")],
+    )
+    assert os.environ["SC_SHARED"] == "1"  # shared by every function: set once
+    for name in "ab":
+        send(sqs, urls[name], *(f"{name}{i}" for i in range(12)))
+    runtime.wait_idle(timeout=10)
+    assert set(calls["a"].notes) == {(("1", "a", None), ("1", "a", None))}
+    assert set(calls["b"].notes) == {(("1", None, "b"), ("1", None, "b"))}
+    assert runtime.environment_switches >= 2
+    runtime.stop()
+    assert os.environ["SC_SHARED"] == "outside"
+    assert "SC_ONLY_A" not in os.environ
+    assert "SC_ONLY_B" not in os.environ
+
+
+def test_handler_loaded_from_a_path_once_per_container(
+    sqs: Any, runtimes: Callable[..., LambdaRuntime], tmp_path: Path
+) -> None:
+    source = tmp_path / "handler.py"
+    source.write_text(
+        "import os, time, uuid\n"
+        "AT_INIT = os.environ['SC_GREETING']\n"
+        "INSTANCE = uuid.uuid4().hex  # module state: one per container, as on Lambda\n"
+        "def handler(event, context):\n"
+        "    if 'Records' in event:\n"
+        "        time.sleep(0.2)\n"
+        "        with open(os.environ['SC_LOG'], 'a') as log:\n"
+        "            log.write(INSTANCE + '\\n')\n"
+        "        return None\n"
+        "    return {'init': AT_INIT, 'now': os.environ['SC_GREETING'], 'event': event,\n"
+        "            'function': context.function_name}\n",
+        encoding="utf-8",
+    )
+    log = tmp_path / "instances.log"
+    url = make_queue(sqs, "greet")
+    runtime = runtimes(
+        sqs,
+        [FunctionSpec("greet", f"{source}:handler", {"SC_GREETING": "hi", "SC_LOG": str(log)})],
+        [MappingSpec("greet", url, batch_size=1, max_concurrency=2)],
+    )
+    assert runtime.invoke("greet", {"x": 1}) == {
+        "init": "hi",
+        "now": "hi",
+        "event": {"x": 1},
+        "function": "greet",
+    }
+    send(sqs, url, "a", "b", "c", "d")
+    runtime.wait_idle(timeout=10)
+    instances = log.read_text(encoding="utf-8").split()
+    assert len(instances) == 4
+    assert len(set(instances)) == 2  # two concurrent containers, each with its own module
+    assert runtime.cold_starts() == {"greet": 2}
+    assert runtime.environment_switches == 0  # one function: nothing to swap
+
+
+def test_configuration_aws_would_refuse(sqs: Any) -> None:
+    url = make_queue(sqs, "short", visibility=5)
+    with pytest.raises(ValueError, match="batching_window"):
+        MappingSpec("f", url, batch_size=50)
+    runtime = LambdaRuntime(
+        [FunctionSpec("f", lambda e, c: None, timeout=30)], [MappingSpec("f", url)], sqs=sqs
+    )
+    with pytest.raises(ValueError, match="visibility timeout 5 s is less than"):
+        runtime.start()
+    with pytest.raises(ValueError, match="no function named"):
+        LambdaRuntime([], [MappingSpec("g", url)], sqs=sqs)
+
+
+def test_stop_waits_for_in_flight_and_wait_idle_times_out(
+    sqs: Any, runtimes: Callable[..., LambdaRuntime]
+) -> None:
+    url = make_queue(sqs, "drain")
+    send(sqs, url, "a")
+    entered = threading.Event()
+
+    def handler(event: dict[str, Any], context: Any) -> None:
+        entered.set()
+        time.sleep(0.4)
+
+    runtime = runtimes(sqs, [FunctionSpec("drain", handler)], [MappingSpec("drain", url)])
+    assert entered.wait(5)
+    with pytest.raises(TimeoutError, match="1 invocations in flight"):
+        runtime.wait_idle(timeout=0.1)
+    assert runtime.stop(5) is True
+    assert runtime.stats()["drain:drain"].deleted == 1
+    attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+    assert attributes["ApproximateNumberOfMessagesNotVisible"] == "0"
+
+
+def test_sqs_event_helper_is_what_lambda_sends() -> None:
+    message = {"MessageId": "1", "ReceiptHandle": "r", "Body": "b", "MD5OfBody": "m"}
+    event = sqs_event([message], "arn:aws:sqs:eu-west-1:111122223333:q")
+    assert event["Records"][0]["awsRegion"] == "eu-west-1"
+    assert event["Records"][0]["eventSource"] == "aws:sqs"
+
+
+def test_against_a_moto_server_endpoint(monkeypatch: pytest.MonkeyPatch) -> None:
+    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.setenv(key, "testing")
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        endpoint = f"http://{host}:{port}"
+        session = boto3.Session(region_name=REGION)
+        client = session.client("sqs", endpoint_url=endpoint)
+        url = client.create_queue(QueueName="served")["QueueUrl"]
+        send(client, url, "a", "b", "c")
+        calls = Calls()
+
+        def handler(event: dict[str, Any], context: Any) -> None:
+            SqsModel.model_validate(event)
+            calls.record(event, context)
+
+        with LambdaRuntime(
+            [FunctionSpec("served", handler)],
+            [MappingSpec("served", url, batch_size=2)],
+            session=session,
+            endpoint_url=endpoint,
+        ) as runtime:
+            runtime.wait_idle(timeout=10)
+        assert sorted(calls.bodies()) == ["a", "b", "c"]
+        assert sorted(calls.sizes()) == [1, 2]
+    finally:
+        server.stop()
