@@ -9,6 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
+
+from stepcrawl.demo import DemoSite
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -57,3 +60,37 @@ def test_demo_crawls_the_shop_end_to_end(tmp_path: Path) -> None:
     assert len(exported.splitlines()) == 115
     failures = (tmp_path / "failures.jsonl").read_text(encoding="utf-8").splitlines()
     assert {json.loads(f)["reason"] for f in failures} == {"http_404", "robots_disallowed"}
+
+
+def _demo_file(tmp_path: Path, site_url: str, *, strict_schema: bool = False) -> Path:
+    data = yaml.safe_load((ROOT / "pipelines" / "demo-shop.yaml").read_text(encoding="utf-8"))
+    data["tasks"][0]["seeds"] = [site_url]
+    if strict_schema:  # no product has a price of exactly 0: every item is invalid
+        data["tasks"][2]["schema"]["properties"]["price"] = {"const": 0}
+    path = tmp_path / "shop.yaml"
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    return path
+
+
+def test_run_a_pipeline_file_end_to_end(tmp_path: Path) -> None:
+    with DemoSite() as site:
+        result = stepcrawl("run", str(_demo_file(tmp_path, site.url)), "--out", str(tmp_path / "o"))
+    assert result.returncode == 0, result.stderr + result.stdout
+    exported = (tmp_path / "o" / "items" / "export_products.jsonl").read_text(encoding="utf-8")
+    assert len(exported.splitlines()) == 115
+
+
+def test_run_exits_1_and_names_the_failed_task(tmp_path: Path) -> None:
+    with DemoSite() as site:
+        pipeline = _demo_file(tmp_path, site.url, strict_schema=True)
+        result = stepcrawl("run", str(pipeline), "--out", str(tmp_path / "o"))
+    assert result.returncode == 1
+    assert "task check_products failed" in result.stderr
+    report = json.loads((tmp_path / "o" / "report.json").read_text(encoding="utf-8"))
+    assert report["tasks"]["export_products"]["status"] == "not run"
+
+
+def test_run_exits_2_on_an_invalid_pipeline(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\ntasks: []\n", encoding="utf-8")
+    assert stepcrawl("run", str(bad)).returncode == 2

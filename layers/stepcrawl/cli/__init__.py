@@ -145,9 +145,9 @@ def schema(
 
 @app.command()
 def demo(
-    out: Annotated[Path, typer.Option("--out", "-o", help="Where to write the results.")] = Path(
-        "out/demo"
-    ),
+    out_dir: Annotated[
+        Path, typer.Option("--out", "-o", help="Where to write the results.")
+    ] = Path("out/demo"),
 ) -> None:
     """Crawl the bundled demo shop (served on 127.0.0.1) with the bundled demo pipeline.
 
@@ -157,10 +157,54 @@ def demo(
     from stepcrawl.local.demo import run_demo  # noqa: PLC0415 - heavy imports, one command
 
     with err.status("crawling the demo shop on 127.0.0.1 ..."):
-        report, exact = run_demo(out)
+        report, exact = run_demo(out_dir)
+    ok = _print_report(report, out_dir)
+    if exact:
+        out.print("[green]✓ the export holds exactly the shop's products[/green]")
+    else:
+        err.print("[red]✗ the export differs from the shop's products[/red]")
+    if not (ok and exact):
+        raise typer.Exit(1)
+
+
+@app.command()
+def run(
+    pipeline_file: Annotated[Path, typer.Argument(help="The pipeline file.")],
+    out_dir: Annotated[
+        Path, typer.Option("--out", "-o", help="Where to write the results.")
+    ] = Path("out/run"),
+    run_id: Annotated[str, typer.Option("--run-id", help="The run's name.")] = "local-1",
+) -> None:
+    """Run a pipeline here, every task through the real stages (in-memory storage).
+
+    Writes OUT/items/<task>.jsonl, OUT/failures.jsonl and OUT/report.json. Exit code 0 when
+    every task succeeded, 1 when one failed, 2 when the pipeline is invalid.
+    """
+    from stepcrawl.local.memory_runner import MemoryRunner  # noqa: PLC0415 - heavy imports
+    from stepcrawl.local.outputs import write_outputs  # noqa: PLC0415
+
+    pipeline = _load_or_exit(pipeline_file)
+    with (
+        err.status(f"running {pipeline.name} ..."),
+        MemoryRunner(pipeline, run_id=run_id, real_time=True) as runner,
+    ):
+        runner.run()
+    report = write_outputs(runner, out_dir)
+    if not _print_report(report, out_dir):
+        failed = [t for t, i in report["tasks"].items() if i["status"] == "failure"]
+        for task_id in failed:
+            error = report["tasks"][task_id]["error"]
+            err.print(f"[red]task {task_id} failed: {error['error']}: {error['cause']}[/red]")
+        raise typer.Exit(1)
+
+
+def _print_report(report: dict[str, object], out_dir: Path) -> bool:
+    """The per-task table and where the results are; whether every task succeeded."""
     table = Table("task", "type", "status", "items", "pages", "failed")
     ok = True
-    for task_id, info in report["tasks"].items():
+    tasks = report["tasks"]
+    assert isinstance(tasks, dict)
+    for task_id, info in tasks.items():
         summary = info["summary"] or {}
         ok = ok and info["status"] == "success"
         table.add_row(
@@ -171,20 +215,15 @@ def demo(
             str(summary.get("pages", "")),
             str(summary.get("pages_failed", "")),
         )
-    out_console = Console(highlight=False)
-    out_console.print(table)
+    out.print(table)
     usage = report["usage"]
-    out_console.print(
-        f"results in {out}/ (items/, failures.jsonl, report.json); "
+    assert isinstance(usage, dict)
+    out.print(
+        f"results in {out_dir}/ (items/, failures.jsonl, report.json); "
         f"{usage['ddb_write_units']:.0f} DynamoDB write units, "
         f"{usage['sqs_requests']:.0f} SQS requests"
     )
-    if exact:
-        out_console.print("[green]✓ the export holds exactly the shop's products[/green]")
-    else:
-        err.print("[red]✗ the export differs from the shop's products[/red]")
-    if not (ok and exact):
-        raise typer.Exit(1)
+    return ok
 
 
 @app.command()
