@@ -1,0 +1,234 @@
+"""The embedded AWS of local mode: moto on 127.0.0.1, with the stack's own resources.
+
+The CloudFormation template that ``cdk synth`` produces is deployed into moto, so local mode
+has no second, hand-kept list of resources. moto needs a few fix-ups (measured, see the shared
+notes): no bootstrap version parameter or rules, no ``Custom::`` resources; asset objects must
+exist (empty zips stand in: the functions run in-process); and state machines created by
+CloudFormation land in moto's non-executing backend, so they are re-created, with the same
+names and definitions, once execution is switched on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import io
+import json
+import os
+import time
+import urllib.request
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import boto3
+
+from stepcrawl.compiler import substitute
+from stepcrawl.errors import ConfigError
+from stepcrawl.local.moto_patches import apply_moto_patches
+
+__all__ = ["DeployedStack", "Emulator", "moto_ready_template"]
+
+ACCOUNT = "123456789012"
+LOCAL_CREDENTIAL = "local"  # moto accepts anything; not a secret
+REGION = "us-east-1"
+# moto cannot create these through CloudFormation; local mode plays them itself (schedules
+# fire from the template's own expressions, alarms are evaluated locally).
+_DROPPED_PREFIXES = ("Custom::", "AWS::CloudWatch::Alarm", "AWS::Scheduler::")
+
+
+def moto_ready_template(template: dict[str, Any]) -> dict[str, Any]:
+    """The template with what moto cannot create removed (a copy)."""
+    fixed = copy.deepcopy(template)
+    fixed.get("Parameters", {}).pop("BootstrapVersion", None)
+    fixed.pop("Rules", None)
+    resources = fixed["Resources"]
+    for resource in resources.values():
+        if resource["Type"] == "AWS::Lambda::EventSourceMapping":
+            # An enabled mapping makes moto invoke functions itself (in Docker, which is not
+            # here); the local Lambda runtime polls the queues instead.
+            resource["Properties"]["Enabled"] = False
+    dropped = {n for n, r in resources.items() if r["Type"].startswith(_DROPPED_PREFIXES)}
+    for name in dropped:
+        del resources[name]
+    # Whatever still points at a dropped resource (a policy granting it, a DependsOn) goes too.
+    while True:
+        dangling = {n for n, r in resources.items() if _refers_to(r, dropped)}
+        if not dangling:
+            return fixed
+        for name in dangling:
+            del resources[name]
+        dropped |= dangling
+
+
+def _refers_to(value: Any, names: set[str]) -> bool:
+    if isinstance(value, dict):
+        if value.get("Ref") in names:
+            return True
+        get_att = value.get("Fn::GetAtt")
+        if isinstance(get_att, list) and get_att and get_att[0] in names:
+            return True
+        return any(_refers_to(v, names) for v in value.values())
+    if isinstance(value, list):
+        return any(_refers_to(v, names) for v in value)
+    if isinstance(value, str):
+        return value in names  # DependsOn entries
+    return False
+
+
+def _assets(template: dict[str, Any]) -> Iterator[tuple[str, str]]:
+    """(bucket, key) of every code asset the template's functions and layers point at."""
+    for resource in template["Resources"].values():
+        props = resource.get("Properties", {})
+        code = props.get("Code") or props.get("Content")
+        if not isinstance(code, dict) or "S3Key" not in code:
+            continue
+        bucket = code["S3Bucket"]
+        if isinstance(bucket, dict) and "Fn::Sub" in bucket:
+            bucket = bucket["Fn::Sub"].replace("${AWS::AccountId}", ACCOUNT)
+            bucket = bucket.replace("${AWS::Region}", REGION)
+        yield str(bucket), str(code["S3Key"])
+
+
+def _empty_zip() -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("README", "stand-in: local mode runs the handlers in-process\n")
+    return buffer.getvalue()
+
+
+@dataclass
+class DeployedStack:
+    """What a deployment exposes: its outputs and the functions' configuration."""
+
+    outputs: dict[str, str]
+    functions: dict[str, dict[str, Any]] = field(default_factory=dict)
+    mappings: list[dict[str, Any]] = field(default_factory=list)
+    state_machines: dict[str, str] = field(default_factory=dict)
+
+
+class Emulator:
+    """A ThreadedMotoServer with the stack deployed; use as a context manager."""
+
+    def __init__(self, template: dict[str, Any], *, stack_name: str = "stepcrawl-local") -> None:
+        self.template = template
+        self.stack_name = stack_name
+        self.endpoint = ""
+        self.stack: DeployedStack | None = None
+        self._server: Any = None
+
+    def client(self, service: str) -> Any:
+        return boto3.client(  # type: ignore[call-overload]
+            service,
+            endpoint_url=self.endpoint,
+            region_name=REGION,
+            aws_access_key_id=LOCAL_CREDENTIAL,
+            aws_secret_access_key=LOCAL_CREDENTIAL,
+        )
+
+    def start(self) -> DeployedStack:
+        from moto.server import ThreadedMotoServer  # noqa: PLC0415 - local mode only
+
+        apply_moto_patches()
+        self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=0)
+        self._server.start()
+        host, port = self._server.get_host_and_port()
+        self.endpoint = f"http://{host}:{port}"
+        # Step Functions' service integrations inside the server call back into it.
+        os.environ["MOTO_PORT"] = str(port)
+        self._configure(execute=False)
+        template = moto_ready_template(self.template)
+        s3 = self.client("s3")
+        for bucket, key in _assets(template):
+            with contextlib.suppress(s3.exceptions.BucketAlreadyOwnedByYou):
+                s3.create_bucket(Bucket=bucket)
+            s3.put_object(Bucket=bucket, Key=key, Body=_empty_zip())
+        self.stack = self._deploy(template)
+        machines = self._read_state_machines()
+        self._configure(execute=True)
+        self._recreate_state_machines(machines)
+        return self.stack
+
+    def _configure(self, *, execute: bool) -> None:
+        body = json.dumps({"stepfunctions": {"execute_state_machine": execute}}).encode()
+        request = urllib.request.Request(  # noqa: S310 - our own server on 127.0.0.1
+            f"{self.endpoint}/moto-api/config", data=body, method="POST"
+        )
+        with urllib.request.urlopen(request, timeout=10):  # noqa: S310
+            pass
+
+    def _deploy(self, template: dict[str, Any]) -> DeployedStack:
+        cfn = self.client("cloudformation")
+        cfn.create_stack(
+            StackName=self.stack_name,
+            TemplateBody=json.dumps(template),
+            Capabilities=["CAPABILITY_IAM", "CAPABILITY_NAMED_IAM"],
+        )
+        deadline = time.monotonic() + 60
+        while True:
+            stack = cfn.describe_stacks(StackName=self.stack_name)["Stacks"][0]
+            if not stack["StackStatus"].endswith("IN_PROGRESS"):
+                break
+            if time.monotonic() > deadline:
+                raise ConfigError("the local stack did not finish deploying in 60 s")
+            time.sleep(0.1)
+        if stack["StackStatus"] != "CREATE_COMPLETE":
+            raise ConfigError(f"the local stack failed: {stack['StackStatus']}")
+        outputs = {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}
+        lam = self.client("lambda")
+        functions = {f["FunctionName"]: f for f in lam.list_functions()["Functions"]}
+        mappings = lam.list_event_source_mappings()["EventSourceMappings"]
+        return DeployedStack(outputs=outputs, functions=functions, mappings=mappings)
+
+    def _read_state_machines(self) -> list[dict[str, Any]]:
+        # Only visible while execution is off: CloudFormation put them in that backend.
+        sfn = self.client("stepfunctions")
+        return [
+            sfn.describe_state_machine(stateMachineArn=m["stateMachineArn"])
+            for m in sfn.list_state_machines()["stateMachines"]
+        ]
+
+    def _recreate_state_machines(self, machines: list[dict[str, Any]]) -> None:
+        assert self.stack is not None
+        sfn = self.client("stepfunctions")
+        resources = self.client("cloudformation").describe_stack_resources(
+            StackName=self.stack_name
+        )["StackResources"]
+        physical = {
+            r["LogicalResourceId"]: r["PhysicalResourceId"]
+            for r in resources
+            if "LogicalResourceId" in r and "PhysicalResourceId" in r
+        }
+        substitutions = {
+            str(r["Properties"]["StateMachineName"]): r["Properties"].get(
+                "DefinitionSubstitutions", {}
+            )
+            for r in self.template["Resources"].values()
+            if r["Type"] == "AWS::StepFunctions::StateMachine"
+        }
+        for described in machines:
+            # moto's CloudFormation ignores DefinitionSubstitutions: fill them as AWS would.
+            values = {
+                name: physical[ref["Ref"]] if isinstance(ref, dict) and "Ref" in ref else str(ref)
+                for name, ref in substitutions.get(described["name"], {}).items()
+            }
+            definition = substitute(json.loads(described["definition"]), values)
+            created = sfn.create_state_machine(
+                name=described["name"],
+                definition=json.dumps(definition),
+                roleArn=described["roleArn"],
+            )
+            self.stack.state_machines[described["name"]] = created["stateMachineArn"]
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.stop()
+            self._server = None
+
+    def __enter__(self) -> Emulator:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
