@@ -23,7 +23,13 @@ from stepcrawl.names import (
 )
 from stepcrawl.storage import Meter, Table
 
-__all__ = ["container_fetcher", "container_loop", "services_from_env", "table_from_env"]
+__all__ = [
+    "close_containers",
+    "container_fetcher",
+    "container_loop",
+    "services_from_env",
+    "table_from_env",
+]
 
 
 def _env(name: str) -> str:
@@ -81,6 +87,9 @@ def table_from_env() -> Table:
 
 
 _container = threading.local()
+#: Every container's (loop, fetcher), so that local mode can close them when it stops.
+_opened: list[tuple[asyncio.AbstractEventLoop, Fetcher]] = []
+_opened_lock = threading.Lock()
 
 
 def container_loop() -> asyncio.AbstractEventLoop:
@@ -100,4 +109,20 @@ def container_fetcher() -> Fetcher:
     fetcher: Fetcher | None = getattr(_container, "fetcher", None)
     if fetcher is None:
         fetcher = _container.fetcher = Fetcher()
+        with _opened_lock:
+            _opened.append((container_loop(), fetcher))
     return fetcher
+
+
+def close_containers() -> None:
+    """Close every container's HTTP client and loop (local mode, after its runtime stopped).
+
+    On Lambda a container's sockets die with its sandbox; a process playing containers must
+    close them itself. Each loop is idle by then, so it can be driven from this thread.
+    """
+    with _opened_lock:
+        opened, _opened[:] = list(_opened), []
+    for loop, fetcher in opened:
+        if not loop.is_running() and not loop.is_closed():
+            loop.run_until_complete(fetcher.aclose())
+            loop.close()

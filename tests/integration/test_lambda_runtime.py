@@ -3,13 +3,15 @@
 Every behaviour Lambda has for an SQS mapping that stepcrawl relies on: the exact event and
 context, partial batch responses, whole-batch retries on errors and timeouts, redrive to the
 DLQ, MaximumConcurrency (also changed while running), batching windows, and per-function
-environment variables.
+environment variables; and the chaos option's crashes and duplicate deliveries.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
+import sys
 import threading
 import time
 from collections import Counter
@@ -29,6 +31,7 @@ from aws_lambda_powertools.utilities.parser.models import SqsModel
 from moto.server import ThreadedMotoServer
 
 from stepcrawl.local.lambda_runtime import (
+    Chaos,
     FunctionSpec,
     LambdaRuntime,
     MappingSpec,
@@ -78,12 +81,16 @@ def make_queue(sqs: Any, name: str, visibility: int = 30, **attributes: str) -> 
     return url
 
 
-def send(sqs: Any, url: str, *bodies: str) -> None:
+def send(sqs: Any, url: str, *bodies: str) -> list[str]:
+    """Send ``bodies`` in order; their message ids."""
+    ids: list[str] = []
     for i in range(0, len(bodies), 10):
-        sqs.send_message_batch(
+        response = sqs.send_message_batch(
             QueueUrl=url,
             Entries=[{"Id": str(n), "MessageBody": b} for n, b in enumerate(bodies[i : i + 10])],
         )
+        ids += [e["MessageId"] for e in sorted(response["Successful"], key=lambda e: int(e["Id"]))]
+    return ids
 
 
 def wait_for(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
@@ -100,9 +107,9 @@ def runtimes() -> Iterator[Callable[..., LambdaRuntime]]:
     started: list[LambdaRuntime] = []
 
     def start(
-        sqs: Any, functions: list[FunctionSpec], mappings: list[MappingSpec]
+        sqs: Any, functions: list[FunctionSpec], mappings: list[MappingSpec], **options: Any
     ) -> LambdaRuntime:
-        runtime = LambdaRuntime(functions, mappings, sqs=sqs, idle_max=0.1)
+        runtime = LambdaRuntime(functions, mappings, sqs=sqs, idle_max=0.1, **options)
         started.append(runtime)
         return runtime.start()
 
@@ -567,3 +574,139 @@ def test_against_a_moto_server_endpoint(monkeypatch: pytest.MonkeyPatch) -> None
         assert sorted(calls.sizes()) == [1, 2]
     finally:
         server.stop()
+
+
+# ---- chaos ---------------------------------------------------------------------------------
+
+
+def working_handler(
+    seen: Counter[str], lock: threading.Lock, delay: float = 0.0
+) -> Callable[[dict[str, Any], Any], None]:
+    """Counts each message id it completes, after a loop for a crash point to land in; its
+    locks must survive a crash (a ``with`` exit and a ``finally`` are not skipped)."""
+
+    def handler(event: dict[str, Any], context: Any) -> None:
+        traced = getattr(sys.gettrace(), "__qualname__", "") == "_Tracer.call"
+        for record in event["Records"]:
+            digest = 0
+            for i in range(20):
+                digest += i
+            time.sleep(delay)
+            with lock:
+                seen[record["messageId"]] += 1
+        lock.acquire()
+        try:
+            seen["traced invocations"] += traced
+        finally:
+            lock.release()
+
+    return handler
+
+
+def test_chaos_crashes_lose_no_message(
+    sqs: Any, runtimes: Callable[..., LambdaRuntime], caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="stepcrawl.local.lambda_runtime")
+    dlq = make_queue(sqs, "crashy-dlq")
+    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    url = make_queue(  # a crashed batch returns only through the chaos shortcut, not in 30 s
+        sqs,
+        "crashy",
+        RedrivePolicy=json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": 20}),
+    )
+    ids = send(sqs, url, *(f"m{i}" for i in range(50)))
+    completed: Counter[str] = Counter()
+    lock = threading.Lock()
+    runtime = runtimes(
+        sqs,
+        [FunctionSpec("crashy", working_handler(completed, lock), timeout=5)],
+        [MappingSpec("crashy", url, batch_size=2, max_concurrency=4)],
+        # Seed 4's first 20 crash draws (>= 25 invocations happen) hold every kind of crash.
+        chaos=Chaos(crash_rate=0.3, seed=4, redelivery_after=0),
+    )
+    runtime.wait_idle(timeout=20)
+    traced = completed.pop("traced invocations", 0)
+    assert set(completed) == set(ids)  # at least once each
+    stats = runtime.stats()["crashy:crashy"]
+    assert stats.chaos_crashes > 0
+    assert (stats.failures, stats.errors) == (stats.chaos_crashes, 0)
+    assert str(stats.last_error).startswith("chaos: killed")
+    # Killed before the handler, inside it, and after it returned (completed, not deleted).
+    reasons = " ".join(r.getMessage() for r in caplog.records)
+    assert "before the handler ran" in reasons
+    assert "lines, at " + __file__ in reasons
+    assert "after the handler ended" in reasons
+    assert sum(completed.values()) > len(ids)
+    assert traced <= stats.chaos_crashes  # the trace function goes with its invocation
+    assert stats.timeouts == 0
+    assert lock.acquire(blocking=False)  # no crash left it held
+    depth = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["ApproximateNumberOfMessages"])
+    assert depth["Attributes"]["ApproximateNumberOfMessages"] == "0"
+
+
+def test_chaos_duplicates_are_delivered_in_another_invocation(
+    sqs: Any, runtimes: Callable[..., LambdaRuntime]
+) -> None:
+    url = make_queue(sqs, "twice")
+    ids = send(sqs, url, *(f"m{i}" for i in range(50)))
+    seen: Counter[str] = Counter()
+    batches: list[list[str]] = []
+    lock = threading.Lock()
+    inner = working_handler(seen, lock, delay=0.01)
+
+    def handler(event: dict[str, Any], context: Any) -> None:
+        with lock:
+            batches.append([r["messageId"] for r in event["Records"]])
+        inner(event, context)
+
+    runtime = runtimes(
+        sqs,
+        [FunctionSpec("twice", handler, timeout=5)],
+        [MappingSpec("twice", url, batch_size=3, max_concurrency=4)],
+        chaos=Chaos(duplicate_rate=0.5, seed=1),
+    )
+    runtime.wait_idle(timeout=10)
+    seen.pop("traced invocations", None)
+    assert set(seen) == set(ids)
+    assert all(len(set(b)) == len(b) for b in batches)  # a duplicate comes in another batch
+    stats = runtime.stats()["twice:twice"]
+    assert stats.chaos_duplicates > 0
+    assert sum(n - 1 for n in seen.values()) == stats.chaos_duplicates
+    assert max(seen.values()) == 2
+    assert stats.messages == len(ids) + stats.chaos_duplicates
+    assert (stats.failures, stats.errors, stats.last_error) == (0, 0, None)
+    attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+    assert attributes["ApproximateNumberOfMessages"] == "0"
+    assert attributes["ApproximateNumberOfMessagesNotVisible"] == "0"
+
+
+def test_a_chaos_seed_reproduces_the_faults_of_a_serial_mapping(
+    sqs: Any, runtimes: Callable[..., LambdaRuntime]
+) -> None:
+    url = make_queue(sqs, "repro")
+
+    def run() -> tuple[list[str], int, int, int]:
+        send(sqs, url, *(f"m{i}" for i in range(15)))
+        bodies: list[str] = []
+        inner = working_handler(Counter(), threading.Lock())
+
+        def handler(event: dict[str, Any], context: Any) -> None:
+            bodies.extend(r["body"] for r in event["Records"])
+            inner(event, context)
+
+        runtime = runtimes(
+            sqs,
+            [FunctionSpec("repro", handler, timeout=5)],
+            [MappingSpec("repro", url, batch_size=1, max_concurrency=1)],
+            chaos=Chaos(crash_rate=0.3, duplicate_rate=0.3, seed=7, redelivery_after=0),
+        )
+        runtime.wait_idle(timeout=10)
+        runtime.stop()
+        stats = runtime.stats()["repro:repro"]
+        return bodies, stats.invocations, stats.chaos_crashes, stats.chaos_duplicates
+
+    first = run()
+    assert min(first[2:]) > 0  # crashes and duplicates
+    assert run() == first  # the same deliveries, in the same order

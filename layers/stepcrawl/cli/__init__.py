@@ -1,4 +1,4 @@
-"""The ``stepcrawl`` command line: validate, schema, compile.
+"""The ``stepcrawl`` command line: validate, schema, compile, failures (runs: cloud_commands).
 
 Exit codes: 0 success, 1 a run or operation failed, 2 invalid input (also typer's usage errors).
 """
@@ -141,89 +141,6 @@ def schema(
     else:
         out_file.write_text(text, encoding="utf-8")
         err.print(f"wrote {out_file}")
-
-
-@app.command()
-def demo(
-    out_dir: Annotated[
-        Path, typer.Option("--out", "-o", help="Where to write the results.")
-    ] = Path("out/demo"),
-) -> None:
-    """Crawl the bundled demo shop (served on 127.0.0.1) with the bundled demo pipeline.
-
-    Runs every task through the real stages in this process (in-memory storage), then writes
-    OUT/items/<task>.jsonl, OUT/failures.jsonl and OUT/report.json.
-    """
-    from stepcrawl.local.demo import run_demo  # noqa: PLC0415 - heavy imports, one command
-
-    with err.status("crawling the demo shop on 127.0.0.1 ..."):
-        report, exact = run_demo(out_dir)
-    ok = _print_report(report, out_dir)
-    if exact:
-        out.print("[green]✓ the export holds exactly the shop's products[/green]")
-    else:
-        err.print("[red]✗ the export differs from the shop's products[/red]")
-    if not (ok and exact):
-        raise typer.Exit(1)
-
-
-@app.command()
-def run(
-    pipeline_file: Annotated[Path, typer.Argument(help="The pipeline file.")],
-    out_dir: Annotated[
-        Path, typer.Option("--out", "-o", help="Where to write the results.")
-    ] = Path("out/run"),
-    run_id: Annotated[str, typer.Option("--run-id", help="The run's name.")] = "local-1",
-) -> None:
-    """Run a pipeline here, every task through the real stages (in-memory storage).
-
-    Writes OUT/items/<task>.jsonl, OUT/failures.jsonl and OUT/report.json. Exit code 0 when
-    every task succeeded, 1 when one failed, 2 when the pipeline is invalid.
-    """
-    from stepcrawl.local.memory_runner import MemoryRunner  # noqa: PLC0415 - heavy imports
-    from stepcrawl.local.outputs import write_outputs  # noqa: PLC0415
-
-    pipeline = _load_or_exit(pipeline_file)
-    with (
-        err.status(f"running {pipeline.name} ..."),
-        MemoryRunner(pipeline, run_id=run_id, real_time=True) as runner,
-    ):
-        runner.run()
-    report = write_outputs(runner, out_dir)
-    if not _print_report(report, out_dir):
-        failed = [t for t, i in report["tasks"].items() if i["status"] == "failure"]
-        for task_id in failed:
-            error = report["tasks"][task_id]["error"]
-            err.print(f"[red]task {task_id} failed: {error['error']}: {error['cause']}[/red]")
-        raise typer.Exit(1)
-
-
-def _print_report(report: dict[str, object], out_dir: Path) -> bool:
-    """The per-task table and where the results are; whether every task succeeded."""
-    table = Table("task", "type", "status", "items", "pages", "failed")
-    ok = True
-    tasks = report["tasks"]
-    assert isinstance(tasks, dict)
-    for task_id, info in tasks.items():
-        summary = info["summary"] or {}
-        ok = ok and info["status"] == "success"
-        table.add_row(
-            task_id,
-            info["type"],
-            info["status"],
-            str(info["items_written"]),
-            str(summary.get("pages", "")),
-            str(summary.get("pages_failed", "")),
-        )
-    out.print(table)
-    usage = report["usage"]
-    assert isinstance(usage, dict)
-    out.print(
-        f"results in {out_dir}/ (items/, failures.jsonl, report.json); "
-        f"{usage['ddb_write_units']:.0f} DynamoDB write units, "
-        f"{usage['sqs_requests']:.0f} SQS requests"
-    )
-    return ok
 
 
 @app.command()
@@ -386,3 +303,7 @@ def _plan_json(block: object) -> object:
 def main() -> None:
     """Console-script entry point."""
     app()
+
+
+# The commands that run pipelines register themselves on ``app`` (they use the helpers above).
+from stepcrawl.cli import cloud_commands as _cloud_commands  # noqa: E402, F401

@@ -76,6 +76,8 @@ class PageCommit:
     size: int = 0
     children: list[UrlRef] = field(default_factory=list)  # owned, not yet counted
     failure: str = ""  # class of a failed page: fatal, transient, throttle, parser
+    fetch_ms: float = 0.0  # the last attempt's fetch, for latency percentiles
+    parse_ms: float = 0.0
 
 
 def create_task_record(
@@ -233,6 +235,12 @@ def _stamp(services: CrawlServices, run: str, task: str, bundle_id: str, page: P
             "items": page.items,
             "attempts": page.ref.attempt,
             "bundle": bundle_id,
+            # Read back by reports (latency percentiles, bytes, failure classes); the same
+            # write, so they cost nothing extra.
+            "failure": page.failure,
+            "size": page.size,
+            "fetch_ms": round(page.fetch_ms, 1),
+            "parse_ms": round(page.parse_ms, 1),
         },
         condition=Cond("state", "eq", "pending"),
     )

@@ -17,7 +17,7 @@ from stepcrawl.etl import iter_items
 from stepcrawl.pipeline import CrawlTask, Pipeline
 from stepcrawl.storage import BlobStore
 
-__all__ = ["iter_task_items", "task_items"]
+__all__ = ["iter_task_items", "output_items", "task_items"]
 
 
 def iter_task_items(
@@ -37,11 +37,18 @@ def iter_task_items(
             yield item
 
 
+def output_items(
+    blobs: BlobStore, pipeline: str, run: str, task_id: str, *, crawl: bool
+) -> Iterator[dict[str, Any]]:
+    """Any task's output items (a crawl task's parts de-duplicated)."""
+    if crawl:
+        return iter_task_items(blobs, pipeline, run, task_id)
+    return iter_items(blobs, items_prefix(pipeline, run, task_id) + "parts/")
+
+
 def task_items(
     blobs: BlobStore, pipeline: Pipeline, run: str, task_id: str
 ) -> Callable[[], Iterator[dict[str, Any]]]:
     """A re-startable stream of any task's output items (crawl parts de-duplicated)."""
-    if isinstance(pipeline.task(task_id), CrawlTask):
-        return lambda: iter_task_items(blobs, pipeline.name, run, task_id)
-    prefix = items_prefix(pipeline.name, run, task_id) + "parts/"
-    return lambda: iter_items(blobs, prefix)
+    crawl = isinstance(pipeline.task(task_id), CrawlTask)
+    return lambda: output_items(blobs, pipeline.name, run, task_id, crawl=crawl)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from typing import Any
 
 from stepcrawl.crawl.accounting import PageCommit, count_bundle, maybe_finish, stamp_pages
@@ -87,7 +88,8 @@ def _extract(
     ref = envelope.ref
     if envelope.outcome != "ok":
         failure = envelope.failure or "fatal"
-        return PageCommit(ref, False, envelope.status, envelope.reason, failure=failure), []
+        return _failed(envelope, envelope.reason, failure), []
+    started = time.perf_counter()
     body = envelope.inline_body()
     if body is None and envelope.body_key is not None:
         body = services.blobs.get(envelope.body_key)
@@ -98,7 +100,7 @@ def _extract(
         # Loud: a bug in extraction is ours (or the rules'), not the site's.
         logger.exception("parser error on %s (task %s)", ref.url, task.id)
         reason = f"parser_error: {type(error).__name__}: {error}"[:500]
-        return PageCommit(ref, False, envelope.status, reason, failure="parser"), []
+        return _failed(envelope, reason, "parser"), []
     page_items = [
         {**item, "_url": ref.url, "_task": task.id, "_fetched_at": envelope.fetched_at, "_n": n}
         for n, item in enumerate(parsed.items)
@@ -115,10 +117,24 @@ def _extract(
         "ok",
         items=len(page_items),
         dropped=parsed.dropped,
-        size=envelope.size,
         children=children,
+        size=envelope.size,
+        fetch_ms=envelope.elapsed_ms,
+        parse_ms=(time.perf_counter() - started) * 1000,
     )
     return commit, page_items
+
+
+def _failed(envelope: PageEnvelope, reason: str, failure: str) -> PageCommit:
+    return PageCommit(
+        envelope.ref,
+        False,
+        envelope.status,
+        reason,
+        failure=failure,
+        size=envelope.size,
+        fetch_ms=envelope.elapsed_ms,
+    )
 
 
 def _write_part(services: CrawlServices, key: str, items: list[dict[str, Any]]) -> None:

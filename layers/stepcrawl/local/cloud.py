@@ -1,34 +1,63 @@
 """The local cloud: the CDK stack synthesized, deployed into moto, its functions run here.
 
 One source of truth: the same template as ``cdk deploy`` (resources, queue settings, mapping
-batch sizes and concurrency, state machines from the compiler), the same handlers, the same
-environment (with the endpoint pointed at the emulator and the pipelines directory at the
-local one).
+batch sizes and concurrency, state machines from the compiler, schedules, TTL), the same
+handlers, the same environment (with the endpoint pointed at the emulator and the pipelines
+directory at the local one). What moto does not do, this plays:
+
+* the Lambda service for every event-source mapping (:mod:`stepcrawl.local.lambda_runtime`);
+* EventBridge Scheduler: every schedule of the template fires its target, a state machine
+  (a new execution) or a function (the sweeper), on its cron or rate in its time zone;
+* DynamoDB TTL: expired items are deleted by a reaper thread;
+* CloudWatch Logs: what the functions print goes to ``logs`` (a file) instead of the
+  terminal, as on AWS it goes to their log groups.
+
+Runs are started, followed and read through :class:`~stepcrawl.deployment.Deployment`,
+exactly as ``stepcrawl start/status/items`` do against AWS.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import logging
 import os
-import time
-from collections.abc import Mapping
+import sys
+import threading
+import uuid
+from collections.abc import Callable, Mapping
+from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, TextIO
 
+from stepcrawl.deployment import Deployment, RunStatus, stack_name
 from stepcrawl.errors import ConfigError
-from stepcrawl.local.emulator import LOCAL_CREDENTIAL, REGION, Emulator
-from stepcrawl.local.lambda_runtime import FunctionSpec, LambdaRuntime, MappingSpec
+from stepcrawl.local.emulator import ACCOUNT, LOCAL_CREDENTIAL, REGION, Emulator
+from stepcrawl.local.lambda_runtime import Chaos, FunctionSpec, LambdaRuntime, MappingSpec
+from stepcrawl.local.scheduler import (
+    LocalScheduler,
+    ScheduleSpec,
+    render_input,
+    schedule_arn,
+    schedules_from_template,
+)
+from stepcrawl.local.ttl import TtlReaper, ttl_attributes
 from stepcrawl.names import ENV_PIPELINES_DIR
+from stepcrawl.runtime import close_containers
 
-__all__ = ["LocalCloud", "synthesize"]
+__all__ = ["LOCAL_STAGE", "LocalCloud", "synthesize"]
 
 ROOT = Path(__file__).resolve().parents[3]
+LOCAL_STAGE = "local"
 _HANDLERS = ("dispatch", "fetch", "parse", "sweeper")
 
 
-def synthesize(pipelines_dir: Path, *, stage: str = "local") -> dict[str, Any]:
+def synthesize(pipelines_dir: Path, *, stage: str = LOCAL_STAGE) -> dict[str, Any]:
     """The stack's CloudFormation template (from a checkout: the CDK app lives in infra/)."""
     os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+    if str(ROOT) not in sys.path and (ROOT / "infra" / "app.py").exists():
+        sys.path.insert(0, str(ROOT))
     try:
         from aws_cdk.assertions import Template  # noqa: PLC0415 - the cdk extra
         from infra.app import build_app  # noqa: PLC0415 - in a checkout only
@@ -40,30 +69,104 @@ def synthesize(pipelines_dir: Path, *, stage: str = "local") -> dict[str, Any]:
     context: dict[str, Any] = json.loads((ROOT / "cdk.json").read_text(encoding="utf-8"))["context"]
     context |= {
         "aws:cdk:bundling-stacks": [],  # the functions run here: no layer to build
-        "pipelines_dir": str(pipelines_dir),
+        "pipelines_dir": str(pipelines_dir.resolve()),
         "stage": stage,
     }
     _, stack = build_app(context)
     return dict(Template.from_stack(stack).to_json())
 
 
-class LocalCloud:
-    """Emulator + local Lambda runtime for one stack; use as a context manager."""
+class _FunctionOutput(io.TextIOBase):
+    """``sys.stdout``/``stderr`` while the cloud runs: the functions' threads write to the log."""
 
-    def __init__(self, template: dict[str, Any], pipelines_dir: Path) -> None:
-        self.emulator = Emulator(template)
-        self.pipelines_dir = pipelines_dir
+    def __init__(self, terminal: TextIO, log: IO[str], lock: threading.Lock) -> None:
+        self.terminal, self.log, self.lock = terminal, log, lock
+
+    def write(self, text: str) -> int:
+        if threading.current_thread().name.startswith("lambda-"):
+            with self.lock:
+                return self.log.write(text)
+        return self.terminal.write(text)
+
+    def flush(self) -> None:
+        self.terminal.flush()
+        with self.lock:
+            self.log.flush()
+
+    def isatty(self) -> bool:
+        return self.terminal.isatty()
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return self.terminal.encoding
+
+
+class LocalCloud:
+    """Emulator + local Lambda runtime + schedules + TTL for one stack; a context manager.
+
+    ``log_path`` receives the functions' output (``None``: it stays on the terminal);
+    ``chaos`` injects crashes and duplicate deliveries (tests); ``sweep_every`` overrides the
+    sweeper's schedule (tests that must not wait a minute for the safety net).
+    """
+
+    def __init__(
+        self,
+        template: dict[str, Any],
+        pipelines_dir: Path,
+        *,
+        stage: str = LOCAL_STAGE,
+        log_path: Path | None = None,
+        chaos: Chaos | None = None,
+        sweep_every: float | None = None,
+    ) -> None:
+        self.template = template
+        self.stage = stage
+        self.emulator = Emulator(template, stack_name=stack_name(stage))
+        self.pipelines_dir = pipelines_dir.resolve()
+        self.log_path = log_path
+        self.chaos = chaos
+        self.sweep_every = sweep_every
         self.runtime: LambdaRuntime | None = None
+        self.deployment: Deployment | None = None
+        self.scheduler: LocalScheduler | None = None
+        self.reaper: TtlReaper | None = None
+        self._stack = contextlib.ExitStack()
+        self._sweeping = threading.Event()
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def start(self) -> LocalCloud:
+        """Deploy and start everything (idempotent); :meth:`stop` or ``with`` undoes it."""
+        if self.deployment is None:
+            try:
+                self._start()
+            except BaseException:
+                self._stack.close()
+                raise
+        return self
+
+    def stop(self) -> None:
+        self._sweeping.set()
+        self._stack.close()
 
     def __enter__(self) -> LocalCloud:
-        stack = self.emulator.start()
+        return self.start()
+
+    def _start(self) -> None:
+        # werkzeug logs every request; moto logs a failed execution's whole parse tree. What
+        # matters reaches the user through the run's status instead.
+        logging.getLogger("werkzeug").setLevel(logging.WARNING)
+        logging.getLogger("moto").setLevel(logging.CRITICAL)
+        with contextlib.redirect_stdout(io.StringIO()):  # moto's "Starting a new Thread ..."
+            stack = self.emulator.start()
+        self._stack.callback(self.emulator.stop)
+        if self.log_path is not None:
+            self._capture_function_output(self.log_path)
         sqs = self.emulator.client("sqs")
-        functions = [self._function(name, config) for name, config in stack.functions.items()]
-        arns = {
-            f.name: config["FunctionArn"]
-            for f, config in zip(functions, stack.functions.values(), strict=True)
+        functions = {name: self._function(name, config) for name, config in stack.functions.items()}
+        by_arn = {
+            config["FunctionArn"]: functions[name].name for name, config in stack.functions.items()
         }
-        by_arn = {arn: name for name, arn in arns.items()}
         mappings = [
             MappingSpec(
                 by_arn[m["FunctionArn"]],
@@ -76,14 +179,57 @@ class LocalCloud:
             )
             for m in stack.mappings
         ]
-        self.runtime = LambdaRuntime(functions, mappings, sqs=sqs)
+        self.runtime = LambdaRuntime(list(functions.values()), mappings, sqs=sqs, chaos=self.chaos)
         self.runtime.start()
-        return self
+        self._stack.callback(close_containers)  # after the runtime has stopped (LIFO)
+        self._stack.callback(self.runtime.stop)
+        self.deployment = Deployment(self.stage, client=self.emulator.client)
+        self.scheduler = LocalScheduler(schedules_from_template(self.template), self._fire)
+        self.scheduler.start()
+        self._stack.callback(self.scheduler.stop)
+        tables = {
+            stack.resources[logical]: attribute
+            for logical, attribute in ttl_attributes(self.template).items()
+            if logical in stack.resources
+        }
+        self.reaper = TtlReaper(self.emulator.client("dynamodb"), tables)
+        self.reaper.start()
+        self._stack.callback(self.reaper.stop)
+        if self.sweep_every is not None:
+            self._sweep_loop(self.sweep_every)
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def endpoint(self) -> str:
+        return self.emulator.endpoint
+
+    def environment(self) -> dict[str, str]:
+        """What a shell needs for the aws CLI, boto3 and ``stepcrawl`` to use this cloud."""
+        return {
+            "AWS_ENDPOINT_URL": self.emulator.endpoint,
+            "AWS_ACCESS_KEY_ID": LOCAL_CREDENTIAL,
+            "AWS_SECRET_ACCESS_KEY": LOCAL_CREDENTIAL,
+            "AWS_DEFAULT_REGION": REGION,
+            "STEPCRAWL_STAGE": self.stage,
+        }
+
+    def _capture_function_output(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        log = self._stack.enter_context(path.open("a", encoding="utf-8"))
+        lock = threading.Lock()
+        saved = sys.stdout, sys.stderr
+        sys.stdout = _FunctionOutput(saved[0], log, lock)
+        sys.stderr = _FunctionOutput(saved[1], log, lock)
+
+        def restore() -> None:
+            sys.stdout, sys.stderr = saved
+
+        self._stack.callback(restore)
 
     def _function(self, name: str, config: Mapping[str, Any]) -> FunctionSpec:
-        kind = next((k for k in _HANDLERS if k in name.lower()), None)
-        if kind is None:
-            raise ConfigError(f"no handler in functions/ matches the stack's function {name}")
+        kind = _kind(name)
         environment = dict(config.get("Environment", {}).get("Variables", {}))
         # Same for every function, so the runtime never has to swap environments.
         environment.pop("POWERTOOLS_SERVICE_NAME", None)
@@ -103,28 +249,58 @@ class LocalCloud:
             memory_mb=int(config.get("MemorySize", 1024)),
         )
 
-    def run(self, state_machine: str, run_id: str, *, timeout: float = 300) -> dict[str, Any]:
-        """Start a named execution and play the world until it ends; its description."""
-        assert self.runtime is not None
-        assert self.emulator.stack is not None
-        sfn = self.emulator.client("stepfunctions")
-        arn = self.emulator.stack.state_machines[state_machine]
-        execution = sfn.start_execution(stateMachineArn=arn, name=run_id, input="{}")
-        deadline = time.monotonic() + timeout
-        next_tick = 0.0
-        while time.monotonic() < deadline:
-            described: dict[str, Any] = sfn.describe_execution(
-                executionArn=execution["executionArn"]
-            )
-            if described["status"] != "RUNNING":
-                return described
-            if time.monotonic() >= next_tick:  # the sweeper's schedule, sped up
-                self.runtime.invoke("sweeper", {})
-                next_tick = time.monotonic() + 2.0
-            time.sleep(0.1)
-        raise TimeoutError(f"run {run_id} still running after {timeout}s")
+    # -- schedules ----------------------------------------------------------------------------
 
-    def __exit__(self, *exc: object) -> None:
-        if self.runtime is not None:
-            self.runtime.stop()
-        self.emulator.stop()
+    def _fire(self, spec: ScheduleSpec, when: datetime) -> None:
+        """EventBridge Scheduler's delivery: start the state machine or invoke the function."""
+        assert self.emulator.stack is not None
+        assert self.runtime is not None
+        target = self.template["Resources"].get(spec.target_ref, {})
+        payload = render_input(spec, when, schedule_arn(spec, region=REGION, account=ACCOUNT))
+        if target.get("Type") == "AWS::StepFunctions::StateMachine":
+            name = str(target["Properties"]["StateMachineName"])
+            self.emulator.client("stepfunctions").start_execution(
+                stateMachineArn=self.emulator.stack.state_machines[name],
+                name=f"{when:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}",
+                input=payload or "{}",
+            )
+        elif target.get("Type") == "AWS::Lambda::Function":
+            function = self.emulator.stack.resources[spec.target_ref]
+            self.runtime.invoke(_kind(function), json.loads(payload or "{}"))
+        else:
+            raise ConfigError(
+                f"schedule {spec.name}: cannot play a target of type {target.get('Type')}"
+            )
+
+    def _sweep_loop(self, every: float) -> None:
+        def loop() -> None:
+            while not self._sweeping.wait(every):
+                if self.runtime is not None:
+                    self.runtime.invoke("sweeper", {})
+
+        threading.Thread(target=loop, name="local-sweep", daemon=True).start()
+
+    # -- runs ---------------------------------------------------------------------------------
+
+    def run(
+        self,
+        pipeline: str,
+        run_id: str,
+        *,
+        timeout: float | None = None,
+        on_tick: Callable[[RunStatus], None] | None = None,
+        interval: float = 0.5,
+    ) -> RunStatus:
+        """Start a run of ``pipeline`` and follow it to its end."""
+        assert self.deployment is not None
+        self.deployment.start(pipeline, run_id)
+        return self.deployment.wait(
+            run_id, pipeline=pipeline, timeout=timeout, on_tick=on_tick, interval=interval
+        )
+
+
+def _kind(function_name: str) -> str:
+    kind = next((k for k in _HANDLERS if k in function_name.lower()), None)
+    if kind is None:
+        raise ConfigError(f"no handler in functions/ matches the stack's function {function_name}")
+    return kind

@@ -8,14 +8,15 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from rich.console import Console
 
-from stepcrawl.crawl.context import CrawlConfig
 from stepcrawl.demo import DemoSite, ShopModel
-from stepcrawl.local.memory_runner import MemoryRunner
-from stepcrawl.local.outputs import write_outputs
+from stepcrawl.deployment import new_run_id
+from stepcrawl.local.lambda_runtime import Chaos
+from stepcrawl.local.runner import LocalRun, run_local
 from stepcrawl.pipeline import Pipeline
 
-__all__ = ["demo_pipeline", "run_demo"]
+__all__ = ["demo_pipeline", "exported_items", "run_demo"]
 
 
 def demo_pipeline(site_url: str) -> Pipeline:
@@ -26,21 +27,33 @@ def demo_pipeline(site_url: str) -> Pipeline:
     return Pipeline.model_validate(data)
 
 
-def run_demo(out: Path, model: ShopModel | None = None) -> tuple[dict[str, Any], bool]:
-    """Serve the shop, run every task, write the outputs; (report, every item as expected)."""
+def run_demo(
+    out: Path,
+    *,
+    model: ShopModel | None = None,
+    console: Console | None = None,
+    chaos: Chaos | None = None,
+    sweep_every: float | None = None,
+) -> tuple[LocalRun, bool]:
+    """Serve the shop, run the demo pipeline on the local cloud; (the run, items as expected)."""
     model = model or ShopModel()
     with DemoSite(model) as site:
         pipeline = demo_pipeline(site.url)
-        with MemoryRunner(pipeline, config=CrawlConfig(shards=4, window=256)) as runner:
-            runner.run()
-    report = write_outputs(runner, out)
+        run = run_local(
+            pipeline,
+            out,
+            f"demo-{new_run_id()}",
+            console=console,
+            chaos=chaos,
+            sweep_every=sweep_every,
+        )
     last = pipeline.dag().topological_order()[-1]
-    exported = _public(out / "items" / f"{last}.jsonl")
     expected = sorted(model.expected_items(), key=lambda i: i["sku"])
-    return report, exported == [dict(e) for e in expected]
+    return run, exported_items(out / "items" / f"{last}.jsonl") == [dict(e) for e in expected]
 
 
-def _public(path: Path) -> list[dict[str, Any]]:
+def exported_items(path: Path) -> list[dict[str, Any]]:
+    """The items of a JSONL export without stepcrawl's ``_`` fields, sorted by sku."""
     rows = [json.loads(line) for line in path.read_text("utf-8").splitlines() if line]
     public = [{k: v for k, v in row.items() if not k.startswith("_")} for row in rows]
     return sorted(public, key=lambda i: str(i.get("sku")))

@@ -106,6 +106,8 @@ class DeployedStack:
     functions: dict[str, dict[str, Any]] = field(default_factory=dict)
     mappings: list[dict[str, Any]] = field(default_factory=list)
     state_machines: dict[str, str] = field(default_factory=dict)
+    #: Logical id -> physical id (name, URL or ARN) of every resource moto created.
+    resources: dict[str, str] = field(default_factory=dict)
 
 
 class Emulator:
@@ -195,7 +197,7 @@ class Emulator:
         resources = self.client("cloudformation").describe_stack_resources(
             StackName=self.stack_name
         )["StackResources"]
-        physical = {
+        physical = self.stack.resources = {
             r["LogicalResourceId"]: r["PhysicalResourceId"]
             for r in resources
             if "LogicalResourceId" in r and "PhysicalResourceId" in r

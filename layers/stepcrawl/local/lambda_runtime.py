@@ -33,6 +33,25 @@ It plays what Lambda does for a queue-triggered function, so that the very handl
   thread-local to be per container here (on Lambda, a container runs one invocation at a
   time, so a thread-local is equivalent). A handler given as a callable is shared as is.
 
+Chaos (tests only). ``chaos=Chaos(...)`` injects the faults AWS may inflict, to prove the
+handlers' at-least-once safety. A *crash* (``crash_rate`` of a mapping's invocations; a direct
+:meth:`LambdaRuntime.invoke` has none) kills the invocation, evenly often before the handler,
+inside it or after it returned but before the runtime's delete: inside, a trace function on
+the invocation's thread raises ``_ChaosCrash`` (a ``BaseException``, so ``except Exception``
+does not take it for an ordinary error) at the N-th line run in project code (one whose crash
+cannot skip a ``with`` exit, a ``finally`` or the gap after an ``acquire()``: the lock would
+stay held, as a killed sandbox's would not); the standard library, site-packages (moto,
+botocore) and ``stepcrawl.local`` are skipped, since AWS's APIs are atomic and a crash in them
+could corrupt the emulator or leak its locks. N is uniform up to twice the longest run seen,
+so a point past the end kills the invocation after return. A crashed invocation fails and
+deletes nothing; as a chaos-only shortcut its messages become visible again after
+``redelivery_after`` seconds (on AWS: the queue's visibility timeout). A *duplicate*
+(``duplicate_rate`` of received messages) is delivered once more in another invocation,
+possibly concurrently: same message id, body and receipt handle, so one of the two deletes is
+stale (moto accepts it; a rejected delete of a duplicated message is not counted as an
+error). ``seed`` makes the fault
+sequence of each mapping reproducible when its invocations run one at a time.
+
 Environment variables. ``os.environ`` is one per process, while every Lambda function has
 its own. Keys with the same value in every function are set once, at :meth:`start`. The rest
 are applied by an *environment gate*: functions with identical remaining variables form a
@@ -61,11 +80,15 @@ make 12 receives a second, 4% of a core in-process, 10% through the server.
 from __future__ import annotations
 
 import base64
+import dis
+import functools
 import importlib.util
 import logging
 import os
+import random
 import re
 import sys
+import sysconfig
 import threading
 import time
 import uuid
@@ -74,7 +97,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from types import TracebackType
+from types import CodeType, FrameType, TracebackType
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
@@ -83,6 +106,7 @@ if TYPE_CHECKING:
     from mypy_boto3_sqs.type_defs import MessageTypeDef
 
 __all__ = [
+    "Chaos",
     "FunctionSpec",
     "LambdaContext",
     "LambdaRuntime",
@@ -102,6 +126,18 @@ MAX_PAYLOAD: Final = 6 * 1024 * 1024
 #: Rough JSON overhead of one record besides its body (ids, attributes, ARN).
 _RECORD_OVERHEAD: Final = 1024
 _ACCOUNT: Final = "123456789012"
+#: Chaos: a handler's length in project lines, assumed until a traced invocation shows it.
+_CHAOS_LINES: Final = 25
+#: Where a chaos crash never lands (see the module docstring), with a trailing separator.
+_UNTRACED: Final = tuple(
+    {
+        f"{Path(p).resolve()}{os.sep}"
+        for p in (
+            *(sysconfig.get_path(n) for n in ("stdlib", "platstdlib", "purelib", "platlib")),
+            str(Path(__file__).parent),
+        )
+    }
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -180,11 +216,33 @@ class MappingSpec:
 
 
 @dataclass(frozen=True)
+class Chaos:
+    """Faults the runtime injects (tests only; see the module docstring).
+
+    ``crash_rate`` of invocations crash at a random point, ``duplicate_rate`` of received
+    messages are delivered twice; ``seed`` makes the sequence reproducible; a crashed batch
+    is visible again after ``redelivery_after`` seconds (rounded: SQS takes whole seconds).
+    """
+
+    crash_rate: float = 0.0
+    duplicate_rate: float = 0.0
+    seed: int | None = None
+    redelivery_after: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not (0 <= self.crash_rate <= 1 and 0 <= self.duplicate_rate <= 1):
+            raise ValueError("chaos rates must be within 0..1")
+        if self.redelivery_after < 0:
+            raise ValueError("chaos redelivery_after must not be negative")
+
+
+@dataclass(frozen=True)
 class MappingStats:
     """Counters of one mapping (a snapshot).
 
     ``failures`` counts failed invocations (exception, timeout, invalid partial response);
     ``failed_items`` the messages a successful invocation reported in ``batchItemFailures``.
+    ``chaos_crashes`` (also failures) and ``chaos_duplicates`` count injected faults.
     """
 
     key: str
@@ -203,6 +261,8 @@ class MappingStats:
     max_concurrent: int = 0
     concurrency_limit: int = 0
     last_error: str | None = None
+    chaos_crashes: int = 0
+    chaos_duplicates: int = 0
 
 
 # --------------------------------------------------------------------------------------------
@@ -483,6 +543,71 @@ class _Containers:
 
 
 # --------------------------------------------------------------------------------------------
+# Chaos
+# --------------------------------------------------------------------------------------------
+
+_Trace = Callable[[FrameType, str, Any], Any]
+
+
+class _ChaosCrash(BaseException):
+    """The sandbox was killed. Not an ``Exception``: a handler's ``except Exception`` must not
+    take it for an ordinary error and carry on."""
+
+
+@functools.lru_cache(maxsize=4096)
+def _traced(filename: str) -> bool:
+    """Whether a chaos crash may land in this file (project code; see the module docstring)."""
+    return not filename.startswith("<") and not str(Path(filename).resolve()).startswith(_UNTRACED)
+
+
+@functools.lru_cache(maxsize=4096)
+def _crash_lines(code: CodeType) -> frozenset[int]:
+    """The lines of ``code`` a crash may land on: those compiled to one stretch of bytecode,
+    not only NOPs. Left out: a ``with`` (its exit runs after the body, unprotected), a
+    ``finally`` clause (compiled twice) and a ``try:`` (right after, say, an ``acquire()``),
+    where a crash would skip the cleanup and leak a lock that other containers share (a
+    killed sandbox's locks die with it)."""
+    stretches: Counter[int] = Counter()
+    previous = None
+    for _start, _end, line in code.co_lines():
+        if line is not None and line != previous:
+            stretches[line] += 1
+        previous = line
+    busy = {
+        i.positions.lineno
+        for i in dis.get_instructions(code)
+        if i.opname != "NOP" and i.positions is not None
+    }
+    return frozenset(line for line, n in stretches.items() if n == 1 and line in busy)
+
+
+class _Tracer:
+    """A trace function for one invocation's thread: counts the lines run in project code
+    (:func:`_crash_lines`) and raises :class:`_ChaosCrash` at line ``at``. Python unsets a
+    trace function that raises, so the crash fires once; a handler catching
+    ``BaseException`` goes on (the runtime still deletes nothing)."""
+
+    def __init__(self, at: int) -> None:
+        self.at = at
+        self.lines = 0
+
+    def call(self, frame: FrameType, _event: str, _arg: Any) -> _Trace | None:
+        if not _traced(frame.f_code.co_filename):
+            return None
+        allowed = _crash_lines(frame.f_code)  # once per call: hashing a code object is slow
+
+        def line(frame: FrameType, event: str, _arg: Any) -> _Trace | None:
+            if event == "line" and frame.f_lineno in allowed:
+                self.lines += 1
+                if self.lines == self.at:
+                    where = f"{frame.f_code.co_filename}:{frame.f_lineno}"
+                    raise _ChaosCrash(f"chaos: killed after {self.at} lines, at {where}")
+            return line
+
+        return line
+
+
+# --------------------------------------------------------------------------------------------
 # Functions and mappings
 # --------------------------------------------------------------------------------------------
 
@@ -495,6 +620,7 @@ class _Function:
     spare: list[Handler] = field(default_factory=list)  # initialised, no container yet
     inits: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
+    lines: int = 0  # the longest run (in project lines) a chaos-traced invocation showed
 
 
 @dataclass
@@ -503,10 +629,15 @@ class _Invocation:
     messages: list[Message]
     deadline: float = float("inf")
     done: bool = False
+    # Chaos: None, or where the invocation dies: 0 before the handler, n > 0 at its n-th
+    # project line (after it returned if it runs fewer), -1 after it returned.
+    crash: int | None = None
 
 
 class _Mapping:
-    def __init__(self, spec: MappingSpec, function: _Function, arn: str, fifo: bool) -> None:
+    def __init__(
+        self, spec: MappingSpec, function: _Function, arn: str, fifo: bool, seed: int | None
+    ) -> None:
         self.spec = spec
         self.function = function
         self.arn = arn
@@ -519,6 +650,12 @@ class _Mapping:
         self.limit = 1
         self.last_error: str | None = None
         self.thread: threading.Thread | None = None
+        # Chaos: a stream per fault kind, so that one kind's draws do not shift the other's
+        # (S311: reproducible faults, not secrets).
+        tag = None if seed is None else f"{seed}:{spec.key}"
+        self.crash_rng = random.Random(tag and f"{tag}:crash")  # noqa: S311
+        self.duplicate_rng = random.Random(tag and f"{tag}:duplicate")  # noqa: S311
+        self.duplicated: set[str] = set()  # ids of the messages delivered twice
 
     def stats(self) -> MappingStats:
         with self.cond:
@@ -539,6 +676,8 @@ class _Mapping:
                 receives=self.counts["receives"],
                 empty_receives=self.counts["empty_receives"],
                 errors=self.counts["errors"],
+                chaos_crashes=self.counts["chaos_crashes"],
+                chaos_duplicates=self.counts["chaos_duplicates"],
             )
 
 
@@ -574,7 +713,7 @@ class LambdaRuntime:
 
     Give an SQS client (``sqs``) or a boto3 session (and optionally ``endpoint_url``, e.g. a
     ThreadedMotoServer's). ``concurrency_cap`` bounds every mapping's concurrency and is the
-    value of an unset ``max_concurrency``.
+    value of an unset ``max_concurrency``. ``chaos`` injects faults (tests only).
     """
 
     def __init__(
@@ -589,6 +728,7 @@ class LambdaRuntime:
         idle_interval: float = 0.02,
         idle_max: float = 0.25,
         stop_timeout: float = 10.0,
+        chaos: Chaos | None = None,
     ) -> None:
         if sqs is None:
             if session is None:
@@ -599,6 +739,7 @@ class LambdaRuntime:
         self.idle_interval = idle_interval
         self.idle_max = idle_max
         self.stop_timeout = stop_timeout
+        self.chaos = chaos
         self._function_specs: dict[str, FunctionSpec] = {}
         for spec in functions:
             if spec.name in self._function_specs:
@@ -694,7 +835,7 @@ class LambdaRuntime:
         fifo = attributes.get("FifoQueue") == "true"
         if fifo and (spec.batch_size > 10 or spec.maximum_batching_window):
             raise ValueError(f"mapping {spec.key}: a FIFO queue allows batch_size <= 10, no window")
-        return _Mapping(spec, function, arn, fifo)
+        return _Mapping(spec, function, arn, fifo, self.chaos.seed if self.chaos else None)
 
     def _init(self, function: _Function) -> None:
         """The first container's init phase, at start: a broken handler fails early."""
@@ -905,9 +1046,11 @@ class LambdaRuntime:
                 idle = min(idle * 2, self.idle_max)
                 continue
             idle = self.idle_interval
+            duplicates = self._duplicates(mapping, received)
             with self._lock:
                 self._activity += 1
                 mapping.ready.extend(self._split(mapping, received))
+                mapping.ready.extend(self._split(mapping, duplicates))  # in other invocations
 
     def _receive(self, mapping: _Mapping, count: int) -> list[Message]:
         response = self.sqs.receive_message(
@@ -967,24 +1110,93 @@ class LambdaRuntime:
         with self._lock:
             batches = list(mapping.ready)
             mapping.ready.clear()
-        messages = [m for batch in batches for m in batch]
+        self._set_visibility(mapping, [m for batch in batches for m in batch], 0)
+
+    def _set_visibility(self, mapping: _Mapping, messages: list[Message], seconds: int) -> None:
+        """Best effort: a failed entry (e.g. a duplicate already deleted) simply stays."""
         for i in range(0, len(messages), 10):
             chunk = messages[i : i + 10]
             try:
                 self.sqs.change_message_visibility_batch(
                     QueueUrl=mapping.spec.queue_url,
                     Entries=[
-                        {"Id": str(n), "ReceiptHandle": m["ReceiptHandle"], "VisibilityTimeout": 0}
+                        {
+                            "Id": str(n),
+                            "ReceiptHandle": m["ReceiptHandle"],
+                            "VisibilityTimeout": seconds,
+                        }
                         for n, m in enumerate(chunk)
                     ],
                 )
             except Exception as exc:  # noqa: BLE001 - they come back after the timeout anyway
-                log.warning("releasing messages of %s failed: %s", mapping.spec.key, exc)
+                log.warning("changing the visibility in %s failed: %s", mapping.spec.key, exc)
+
+    # ---- chaos -------------------------------------------------------------------------
+
+    def _duplicates(self, mapping: _Mapping, received: list[Message]) -> list[Message]:
+        """Copies of some received messages, to deliver once more (at-least-once delivery)."""
+        chaos = self.chaos
+        if chaos is None or not chaos.duplicate_rate:
+            return []
+        rng = mapping.duplicate_rng
+        copies = [dict(m) for m in received if rng.random() < chaos.duplicate_rate]
+        if copies:
+            with mapping.cond:
+                mapping.counts["chaos_duplicates"] += len(copies)
+                mapping.duplicated.update(m["MessageId"] for m in copies)
+        return copies
+
+    def _plan_crash(self, mapping: _Mapping) -> int | None:
+        """Whether and where an invocation dies (:attr:`_Invocation.crash`)."""
+        chaos = self.chaos
+        if chaos is None or not chaos.crash_rate:
+            return None
+        rng = mapping.crash_rng
+        if rng.random() >= chaos.crash_rate:
+            return None
+        point = rng.randrange(3)  # before, inside or after the handler, evenly
+        if point == 1:  # twice the longest run seen: the bound follows the handler's length
+            return rng.randint(1, 2 * max(mapping.function.lines, _CHAOS_LINES))
+        return 0 if point == 0 else -1
+
+    def _run_crashing(
+        self, function: _Function, handler: Handler, event: dict[str, Any], context: Any, at: int
+    ) -> Any:
+        """Run ``handler`` in an invocation chaos kills at ``at`` (:attr:`_Invocation.crash`)."""
+        if at == 0:
+            raise _ChaosCrash("chaos: killed before the handler ran")
+        if at < 0:
+            return handler(event, context)
+        tracer = _Tracer(at)
+        previous = sys.gettrace()  # e.g. a debugger's or coverage's, put back after
+        sys.settrace(tracer.call)  # this thread only
+        try:
+            return handler(event, context)
+        finally:
+            sys.settrace(previous)
+            with function.lock:
+                function.lines = max(function.lines, tracer.lines)
+
+    def _crashed(
+        self, mapping: _Mapping, invocation: _Invocation, error: BaseException | None
+    ) -> None:
+        reason = str(error) if isinstance(error, _ChaosCrash) else None
+        reason = reason or "chaos: killed after the handler ended, before the delete"
+        log.info(
+            "%s: %s (%d messages return)", mapping.spec.function, reason, len(invocation.messages)
+        )
+        with mapping.cond:
+            mapping.counts["chaos_crashes"] += 1
+            mapping.counts["failures"] += 1
+            mapping.last_error = reason
+        if self.chaos is not None and not self._closed:  # the shortcut: see Chaos
+            seconds = max(0, round(self.chaos.redelivery_after))
+            self._set_visibility(mapping, invocation.messages, seconds)
 
     # ---- invoking ----------------------------------------------------------------------
 
     def _dispatch(self, mapping: _Mapping, messages: list[Message]) -> None:
-        invocation = _Invocation(str(uuid.uuid4()), messages)
+        invocation = _Invocation(str(uuid.uuid4()), messages, crash=self._plan_crash(mapping))
         with mapping.cond:
             mapping.in_flight += 1
             mapping.max_concurrent = max(mapping.max_concurrent, mapping.in_flight)
@@ -1010,6 +1222,8 @@ class LambdaRuntime:
             )
             if invocation is not None:  # the clock starts when the handler does
                 invocation.deadline = time.monotonic() + function.spec.timeout
+                if invocation.crash is not None:
+                    return self._run_crashing(function, handler, event, context, invocation.crash)
             return handler(event, context)
         finally:
             self._gate.leave()
@@ -1028,7 +1242,10 @@ class LambdaRuntime:
                 return
             invocation.done = True
         try:
-            self._complete(mapping, invocation, result, error)
+            if invocation.crash is not None:  # whatever the handler did: the sandbox died
+                self._crashed(mapping, invocation, error)
+            else:
+                self._complete(mapping, invocation, result, error)
         finally:
             mapping.function.containers.reusable()
             self._finish(mapping, invocation)
@@ -1087,7 +1304,10 @@ class LambdaRuntime:
                 continue
             with mapping.cond:
                 mapping.counts["deleted"] += len(response.get("Successful", []))
-                mapping.counts["errors"] += len(response.get("Failed", []))
+                # A duplicate's other delivery may have deleted it first: moto then rejects a
+                # later receive's handle (AWS ignores a stale one).
+                failed = [chunk[int(f["Id"])]["MessageId"] for f in response.get("Failed", [])]
+                mapping.counts["errors"] += sum(i not in mapping.duplicated for i in failed)
 
     def _finish(self, mapping: _Mapping, invocation: _Invocation) -> None:
         with self._lock:

@@ -1,0 +1,319 @@
+"""A deployed stack seen from outside: start, follow, read and cancel runs (an AWS adapter).
+
+One code path for AWS and for the local emulator: everything is found from the stack's
+CloudFormation outputs (``stepcrawl-<stage>``) with ordinary boto3 clients, so pointing
+``AWS_ENDPOINT_URL`` at ``stepcrawl serve`` is all it takes to use these against local mode.
+
+A run is a Step Functions execution named by its run id; its tasks are read from the state
+machine's own definition (each task state sends a control message naming the task and its
+type), their progress from the execution history and, for crawl tasks, from the task
+records in the table.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import boto3
+from botocore.exceptions import ClientError
+
+from stepcrawl.crawl.items import output_items
+from stepcrawl.crawl.keys import task_key
+from stepcrawl.errors import ConfigError
+from stepcrawl.storage.aws import DynamoTable, S3BlobStore
+
+__all__ = [
+    "Deployment",
+    "RunStatus",
+    "TaskDef",
+    "TaskStatus",
+    "new_run_id",
+    "stack_name",
+    "tasks_of_definition",
+]
+
+ClientFactory = Callable[[str], Any]
+#: Control-message fields of a task state (compiler.asl writes them).
+_TASK_FIELDS = ("task_id", "task_type", "pipeline")
+_RUN_ID = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
+
+
+def stack_name(stage: str) -> str:
+    return f"stepcrawl-{stage}"
+
+
+def new_run_id(now: datetime | None = None) -> str:
+    """A sortable, unique execution name: ``20261130T031500-1a2b3c``."""
+    moment = (now or datetime.now(UTC)).strftime("%Y%m%dT%H%M%S")
+    return f"{moment}-{uuid.uuid4().hex[:6]}"
+
+
+@dataclass(frozen=True)
+class TaskDef:
+    """A task as its state machine knows it."""
+
+    type: str
+    inputs: tuple[str, ...] = ()
+
+
+def tasks_of_definition(definition: dict[str, Any]) -> dict[str, TaskDef]:
+    """Task id -> its type and inputs, from every task state's control message."""
+    found: dict[str, TaskDef] = {}
+
+    def visit(states: dict[str, Any]) -> None:
+        for state in states.values():
+            body = state.get("Parameters", {}).get("MessageBody", {})
+            if isinstance(body, dict) and all(k in body for k in _TASK_FIELDS):
+                found[str(body["task_id"])] = TaskDef(
+                    str(body["task_type"]), tuple(str(i) for i in body.get("inputs", []))
+                )
+            for branch in state.get("Branches", []):
+                visit(branch.get("States", {}))
+
+    visit(definition.get("States", {}))
+    return found
+
+
+@dataclass
+class TaskStatus:
+    """One task of a run: its state in the execution, and a crawl task's counters."""
+
+    id: str
+    type: str
+    state: str = "pending"  # pending | running | succeeded | failed
+    started: datetime | None = None
+    ended: datetime | None = None
+    counters: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def seconds(self) -> float | None:
+        if self.started is None:
+            return None
+        end = self.ended or datetime.now(UTC)
+        return max(0.0, (end - self.started).total_seconds())
+
+
+@dataclass
+class RunStatus:
+    run: str
+    pipeline: str
+    execution_arn: str
+    status: str  # RUNNING | SUCCEEDED | FAILED | TIMED_OUT | ABORTED
+    started: datetime
+    stopped: datetime | None
+    tasks: dict[str, TaskStatus]
+    error: str | None = None
+    cause: str | None = None
+
+    @property
+    def failed_task(self) -> str | None:
+        return next((t.id for t in self.tasks.values() if t.state == "failed"), None)
+
+
+class Deployment:
+    """The stack ``stepcrawl-<stage>`` as its outputs describe it."""
+
+    def __init__(self, stage: str, *, client: ClientFactory | None = None) -> None:
+        self.stage = stage
+        self._client: ClientFactory = client or _default_client
+        self._clients: dict[str, Any] = {}
+        try:
+            stacks = self.client("cloudformation").describe_stacks(StackName=stack_name(stage))
+        except ClientError as exc:
+            raise ConfigError(
+                f"stack {stack_name(stage)} not found ({exc.response['Error']['Message']}); "
+                "deploy it (`make deploy`), start `stepcrawl serve` for a local one, or pick "
+                "another with --stage"
+            ) from None
+        self.outputs = {
+            o["OutputKey"]: o["OutputValue"] for o in stacks["Stacks"][0].get("Outputs", [])
+        }
+        prefix = f"{stack_name(stage)}-"
+        self.state_machines = {
+            arn.rsplit(":", 1)[-1].removeprefix(prefix): arn
+            for key, arn in self.outputs.items()
+            if key.startswith("StateMachineArn")
+        }
+        self._definitions: dict[str, dict[str, TaskDef]] = {}
+
+    def client(self, service: str) -> Any:
+        if service not in self._clients:
+            self._clients[service] = self._client(service)
+        return self._clients[service]
+
+    @property
+    def table(self) -> DynamoTable:
+        return DynamoTable(self.outputs["TableName"], client=self.client("dynamodb"))
+
+    @property
+    def blobs(self) -> S3BlobStore:
+        return S3BlobStore(self.outputs["BucketName"], client=self.client("s3"))
+
+    def machine(self, pipeline: str) -> str:
+        try:
+            return str(self.state_machines[pipeline])
+        except KeyError:
+            known = ", ".join(sorted(self.state_machines)) or "none"
+            raise ConfigError(
+                f"pipeline {pipeline!r} is not deployed in {stack_name(self.stage)} "
+                f"(deployed: {known})"
+            ) from None
+
+    def tasks(self, pipeline: str) -> dict[str, TaskDef]:
+        if pipeline not in self._definitions:
+            described = self.client("stepfunctions").describe_state_machine(
+                stateMachineArn=self.machine(pipeline)
+            )
+            self._definitions[pipeline] = tasks_of_definition(json.loads(described["definition"]))
+        return self._definitions[pipeline]
+
+    # -- runs ---------------------------------------------------------------------------------
+
+    def start(
+        self, pipeline: str, run: str | None = None, payload: dict[str, Any] | None = None
+    ) -> str:
+        """Start a run of ``pipeline``; its execution ARN (the run id is its name)."""
+        run = run or new_run_id()
+        if not _RUN_ID.match(run):
+            raise ConfigError(
+                f"run id {run!r}: use 1-80 letters, digits, '-' or '_' (it names the execution)"
+            )
+        try:
+            started = self.client("stepfunctions").start_execution(
+                stateMachineArn=self.machine(pipeline),
+                name=run,
+                input=json.dumps(payload or {"trigger": "manual"}),
+            )
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] == "ExecutionAlreadyExists":
+                raise ConfigError(f"run {run} already exists; pick another --run-id") from None
+            raise
+        return str(started["executionArn"])
+
+    def execution_arn(self, run: str) -> tuple[str, str]:
+        """(pipeline, execution ARN) of run ``run``, looked up in every deployed pipeline."""
+        sfn = self.client("stepfunctions")
+        for pipeline, machine in self.state_machines.items():
+            arn = machine.replace(":stateMachine:", ":execution:") + f":{run}"
+            try:
+                sfn.describe_execution(executionArn=arn)
+            except ClientError as exc:
+                if exc.response["Error"]["Code"] in ("ExecutionDoesNotExist", "InvalidArn"):
+                    continue
+                raise
+            return pipeline, arn
+        raise ConfigError(f"no run {run} in {stack_name(self.stage)}")
+
+    def status(self, run: str, *, pipeline: str | None = None) -> RunStatus:
+        if pipeline is None:
+            pipeline, arn = self.execution_arn(run)
+        else:
+            arn = self.machine(pipeline).replace(":stateMachine:", ":execution:") + f":{run}"
+        sfn = self.client("stepfunctions")
+        described = sfn.describe_execution(executionArn=arn)
+        tasks = {t: TaskStatus(t, d.type) for t, d in self.tasks(pipeline).items()}
+        for event in _history(sfn, arn):
+            _apply(tasks, event)
+        table = self.table
+        for task in tasks.values():
+            if task.type == "crawl":
+                record = table.get(task_key(run, task.id), consistent=False)
+                task.counters = dict(record or {})
+        return RunStatus(
+            run=run,
+            pipeline=pipeline,
+            execution_arn=arn,
+            status=str(described["status"]),
+            started=_aware(described["startDate"]),
+            stopped=_aware(described["stopDate"]) if described.get("stopDate") else None,
+            tasks=tasks,
+            error=described.get("error"),
+            cause=described.get("cause"),
+        )
+
+    def items(
+        self, run: str, task: str, *, pipeline: str | None = None
+    ) -> Iterator[dict[str, Any]]:
+        if pipeline is None:
+            pipeline, _ = self.execution_arn(run)
+        kinds = self.tasks(pipeline)
+        if task not in kinds:
+            raise ConfigError(
+                f"pipeline {pipeline} has no task {task!r} (tasks: {', '.join(kinds)})"
+            )
+        return output_items(self.blobs, pipeline, run, task, crawl=kinds[task].type == "crawl")
+
+    def cancel(self, run: str, *, cause: str = "cancelled by stepcrawl cancel") -> str:
+        """Stop the run's execution; its previous status."""
+        _, arn = self.execution_arn(run)
+        sfn = self.client("stepfunctions")
+        status = str(sfn.describe_execution(executionArn=arn)["status"])
+        if status == "RUNNING":
+            sfn.stop_execution(executionArn=arn, error="Stepcrawl.Cancelled", cause=cause)
+        return status
+
+    def wait(
+        self,
+        run: str,
+        *,
+        pipeline: str | None = None,
+        timeout: float | None = None,
+        interval: float = 0.5,
+        on_tick: Callable[[RunStatus], None] | None = None,
+    ) -> RunStatus:
+        """Follow a run until it ends (``on_tick`` sees every status read)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            status = self.status(run, pipeline=pipeline)
+            if on_tick is not None:
+                on_tick(status)
+            if status.status != "RUNNING":
+                return status
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError(f"run {run} still running after {timeout}s")
+            time.sleep(interval)
+
+
+def _default_client(service: str) -> Any:
+    # boto3 reads region, credentials and AWS_ENDPOINT_URL (local mode) from the environment.
+    return boto3.client(service)  # type: ignore[call-overload]
+
+
+def _history(sfn: Any, arn: str) -> Iterator[dict[str, Any]]:
+    kwargs: dict[str, Any] = {"executionArn": arn, "maxResults": 1000}
+    while True:
+        page = sfn.get_execution_history(**kwargs)
+        yield from page["events"]
+        if not page.get("nextToken"):
+            return
+        kwargs["nextToken"] = page["nextToken"]
+
+
+def _apply(tasks: dict[str, TaskStatus], event: dict[str, Any]) -> None:
+    kind = str(event["type"])
+    when = _aware(event["timestamp"])
+    if kind.endswith("StateEntered"):
+        name = str(event.get("stateEnteredEventDetails", {}).get("name", ""))
+        if name in tasks:
+            tasks[name].state, tasks[name].started = "running", when
+        elif name.endswith(" failed") and name.removesuffix(" failed") in tasks:
+            task = tasks[name.removesuffix(" failed")]  # the Catch's Fail state names it
+            task.state, task.ended = "failed", when
+    elif kind == "TaskStateExited":
+        name = str(event.get("stateExitedEventDetails", {}).get("name", ""))
+        if name in tasks and tasks[name].state == "running":
+            tasks[name].state, tasks[name].ended = "succeeded", when
+
+
+def _aware(moment: Any) -> datetime:
+    if isinstance(moment, str):
+        moment = datetime.fromisoformat(moment)
+    assert isinstance(moment, datetime)
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)

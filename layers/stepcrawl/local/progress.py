@@ -1,0 +1,90 @@
+"""The live view of a run (rich): per task its state, pages done, backlog, items, errors, pages/s.
+
+Fed by :meth:`~stepcrawl.deployment.Deployment.wait` ticks, i.e. by the same reads that
+``stepcrawl status`` makes, so what the view shows is what a client of the stack can see.
+"""
+
+from __future__ import annotations
+
+from types import TracebackType
+
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from stepcrawl.deployment import RunStatus, TaskStatus
+
+__all__ = ["RunProgress", "status_table"]
+
+_STYLE = {"running": "yellow", "succeeded": "green", "failed": "red", "pending": "dim"}
+
+
+def status_table(status: RunStatus) -> Table:
+    """One row per task; crawl tasks with their counters."""
+    table = Table(
+        "task",
+        "type",
+        "state",
+        "pages done",
+        "backlog",
+        "items",
+        "errors",
+        "pages/s",
+        "time",
+        title=f"{status.pipeline} · run {status.run} · {status.status}",
+        title_justify="left",
+    )
+    for task in status.tasks.values():
+        table.add_row(task.id, task.type, _state(task), *_numbers(task))
+    return table
+
+
+def _state(task: TaskStatus) -> str:
+    return f"[{_STYLE.get(task.state, '')}]{task.state}[/]"
+
+
+def _numbers(task: TaskStatus) -> tuple[str, str, str, str, str, str]:
+    seconds = task.seconds
+    elapsed = "" if seconds is None else f"{seconds:.1f}s"
+    counters = task.counters
+    if task.type != "crawl" or not counters:
+        return ("", "", "", "", "", elapsed)
+    finished = int(counters.get("finished", 0))
+    backlog = max(0, int(counters.get("claimed", 0)) - finished)
+    rate = f"{finished / seconds:.1f}" if seconds else ""
+    return (
+        str(finished),
+        str(backlog),
+        str(int(counters.get("items", 0))),
+        str(int(counters.get("failed", 0))),
+        rate,
+        elapsed,
+    )
+
+
+class RunProgress:
+    """A rich ``Live`` table refreshed on every tick; silent when not a terminal."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.last: RunStatus | None = None
+        self._live = Live(console=console, auto_refresh=False, transient=False)
+
+    def __enter__(self) -> RunProgress:
+        if self.console.is_terminal:
+            self._live.start()
+        return self
+
+    def update(self, status: RunStatus) -> None:
+        self.last = status
+        if self.console.is_terminal:
+            self._live.update(status_table(status), refresh=True)
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        if self.console.is_terminal:
+            self._live.stop()
