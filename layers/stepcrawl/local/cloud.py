@@ -26,6 +26,7 @@ import os
 import sys
 import threading
 import uuid
+import warnings
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from pathlib import Path
@@ -157,7 +158,10 @@ class LocalCloud:
         # matters reaches the user through the run's status instead.
         logging.getLogger("werkzeug").setLevel(logging.WARNING)
         logging.getLogger("moto").setLevel(logging.CRITICAL)
-        with contextlib.redirect_stdout(io.StringIO()):  # moto's "Starting a new Thread ..."
+        with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+            # moto prints "Starting a new Thread ..." and warns about every resource type its
+            # CloudFormation skips (queue policies, invoke configs): none matters locally.
+            warnings.simplefilter("ignore", UserWarning)
             stack = self.emulator.start()
         self._stack.callback(self.emulator.stop)
         if self.log_path is not None:

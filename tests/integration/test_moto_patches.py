@@ -1,0 +1,698 @@
+"""moto's DynamoDB and SQS as patched by :func:`apply_moto_patches`: still what AWS does.
+
+The patches make moto faster (item-level transaction rollback, partition-only queries, a cheap
+SQS clock) and atomic under threads. Each test here pins a behaviour a wrong patch would
+break: a cancelled transaction leaves no trace, a query answers exactly what moto (and a plain
+Python model of DynamoDB) would, two threads never both pass a condition, and SQS delays and
+visibility timeouts still elapse.
+"""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+import random
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import boto3
+import pytest
+from botocore.config import Config
+from botocore.exceptions import ClientError
+from moto.dynamodb.models.table import Table
+from moto.server import ThreadedMotoServer
+
+from stepcrawl.local import apply_moto_patches
+
+from .conftest import REGION, Moto
+
+pytestmark = pytest.mark.moto
+
+Item = dict[str, Any]  # an item in DynamoDB JSON: {"pk": {"S": "..."}, ...}
+TableDump = dict[tuple[str, ...], Item]
+
+
+def s(value: str) -> dict[str, str]:
+    return {"S": value}
+
+
+def n(value: int) -> dict[str, str]:
+    return {"N": str(value)}
+
+
+def key(pk: str, sk: str) -> Item:
+    return {"pk": s(pk), "sk": s(sk)}
+
+
+def create_table(client: Any, name: str, *, range_key: bool = True, gsi: bool = False) -> str:
+    """A table keyed by string ``pk`` (and ``sk``), or by ``id`` alone when not ``range_key``."""
+    schema = (
+        [{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}]
+        if range_key
+        else [{"AttributeName": "id", "KeyType": "HASH"}]
+    )
+    attributes = [{"AttributeName": k["AttributeName"], "AttributeType": "S"} for k in schema]
+    extra: dict[str, Any] = {}
+    if gsi:
+        attributes += [
+            {"AttributeName": "kind", "AttributeType": "S"},
+            {"AttributeName": "rank", "AttributeType": "S"},
+        ]
+        extra["GlobalSecondaryIndexes"] = [
+            {
+                "IndexName": "by_kind",
+                "KeySchema": [
+                    {"AttributeName": "kind", "KeyType": "HASH"},
+                    {"AttributeName": "rank", "KeyType": "RANGE"},
+                ],
+                "Projection": {"ProjectionType": "ALL"},
+            }
+        ]
+    client.create_table(
+        TableName=name,
+        KeySchema=schema,
+        AttributeDefinitions=attributes,
+        BillingMode="PAY_PER_REQUEST",
+        **extra,
+    )
+    return name
+
+
+def dump(client: Any, table: str) -> TableDump:
+    """Every item of a table, by key (read through a paginated scan, not a query)."""
+    items: TableDump = {}
+    for page in client.get_paginator("scan").paginate(TableName=table):
+        for item in page["Items"]:
+            ident = ("id", item["id"]["S"]) if "id" in item else (item["pk"]["S"], item["sk"]["S"])
+            items[ident] = item
+    return items
+
+
+# ---- transactions: item-level rollback -------------------------------------------------------
+
+MAIN, FLAT, BYSTANDER = "main", "flat", "bystander"
+
+
+@dataclass
+class Tables:
+    client: Any
+    names: tuple[str, ...] = (MAIN, FLAT, BYSTANDER)
+
+    def dump(self) -> dict[str, TableDump]:
+        return {name: dump(self.client, name) for name in self.names}
+
+    def get(self, table: str, item_key: Item) -> Item | None:
+        item: Item | None = self.client.get_item(
+            TableName=table, Key=item_key, ConsistentRead=True
+        ).get("Item")
+        return item
+
+
+@pytest.fixture
+def tables(moto: Moto) -> Tables:
+    """A (pk, sk) table, a hash-only table, and a bystander table no transaction names."""
+    client = moto.client("dynamodb")
+    create_table(client, MAIN)
+    create_table(client, FLAT, range_key=False)
+    create_table(client, BYSTANDER)
+    # Partition P#1 is the one transactions write to; its items go in out of key order.
+    for sk in ("e", "c", "a", "d", "b", "f"):
+        client.put_item(TableName=MAIN, Item={**key("P#1", sk), "v": n(1), "tag": s(sk)})
+    client.put_item(TableName=MAIN, Item={**key("P#2", "a"), "v": n(1)})
+    for ident in ("f1", "f2", "f3", "f4"):
+        client.put_item(TableName=FLAT, Item={"id": s(ident), "v": n(1)})
+    client.put_item(TableName=BYSTANDER, Item={**key("P#1", "a"), "v": n(1)})
+    return Tables(client)
+
+
+def put(table: str, item: Item) -> Item:
+    return {"Put": {"TableName": table, "Item": item}}
+
+
+def update(table: str, item_key: Item, value: int) -> Item:
+    return {
+        "Update": {
+            "TableName": table,
+            "Key": item_key,
+            "UpdateExpression": "SET v = :v, touched = :yes",
+            "ExpressionAttributeValues": {":v": n(value), ":yes": {"BOOL": True}},
+        }
+    }
+
+
+def delete(table: str, item_key: Item) -> Item:
+    return {"Delete": {"TableName": table, "Key": item_key}}
+
+
+def check(table: str, item_key: Item, v: int) -> Item:
+    """A ConditionCheck that passes iff the item's ``v`` is ``v`` (all seeded items have 1)."""
+    return {
+        "ConditionCheck": {
+            "TableName": table,
+            "Key": item_key,
+            "ConditionExpression": "v = :v",
+            "ExpressionAttributeValues": {":v": n(v)},
+        }
+    }
+
+
+def writes() -> list[Item]:
+    """Every kind of write, on both tables: new items, replaced, updated and deleted ones."""
+    return [
+        put(MAIN, {**key("P#1", "new"), "v": n(9)}),  # a new item in a written partition
+        put(MAIN, {**key("P#9", "x"), "v": n(9)}),  # a new item in a new partition
+        put(MAIN, {**key("P#1", "e"), "v": n(9)}),  # replaces an item (drops "tag")
+        update(MAIN, key("P#1", "a"), 9),
+        delete(MAIN, key("P#1", "b")),
+        put(FLAT, {"id": s("new"), "v": n(9)}),
+        update(FLAT, {"id": s("f1")}, 9),
+        delete(FLAT, {"id": s("f2")}),
+    ]
+
+
+def applied(before: dict[str, TableDump]) -> dict[str, TableDump]:
+    """``before`` with :func:`writes` applied, computed in Python."""
+    after = {name: dict(items) for name, items in before.items()}
+    main, flat = after[MAIN], after[FLAT]
+    main["P#1", "new"] = {**key("P#1", "new"), "v": n(9)}
+    main["P#9", "x"] = {**key("P#9", "x"), "v": n(9)}
+    main["P#1", "e"] = {**key("P#1", "e"), "v": n(9)}
+    main["P#1", "a"] = {**main["P#1", "a"], "v": n(9), "touched": {"BOOL": True}}
+    del main["P#1", "b"]
+    flat["id", "new"] = {"id": s("new"), "v": n(9)}
+    flat["id", "f1"] = {**flat["id", "f1"], "v": n(9), "touched": {"BOOL": True}}
+    del flat["id", "f2"]
+    return after
+
+
+CHECKS = {
+    "main": (MAIN, key("P#1", "d")),
+    "flat": (FLAT, {"id": s("f3")}),
+}
+
+
+def transaction(check_on: str, position: int, v: int) -> list[Item]:
+    ops = writes()
+    table, item_key = CHECKS[check_on]
+    ops.insert(position if position >= 0 else len(ops), check(table, item_key, v))
+    return ops
+
+
+def sorted_partition(tables: Tables, pk: str) -> list[Item]:
+    """P#1 through a query: after a rollback its items must still come back in key order."""
+    items: list[Item] = tables.client.query(
+        TableName=MAIN,
+        KeyConditionExpression="pk = :pk",
+        ExpressionAttributeValues={":pk": s(pk)},
+    )["Items"]
+    return items
+
+
+@pytest.mark.parametrize("check_on", ["main", "flat"])
+@pytest.mark.parametrize("position", [0, 4, -1], ids=["check-first", "check-middle", "check-last"])
+def test_cancelled_transaction_leaves_every_item_as_it_was(
+    tables: Tables, check_on: str, position: int
+) -> None:
+    before = tables.dump()
+    with pytest.raises(ClientError) as raised:
+        tables.client.transact_write_items(TransactItems=transaction(check_on, position, v=2))
+    assert raised.value.response["Error"]["Code"] == "TransactionCanceledException"
+    reasons = [r["Code"] for r in raised.value.response["CancellationReasons"]]
+    assert reasons.count("ConditionalCheckFailed") == 1
+
+    assert tables.dump() == before  # every table, named items or not, item for item
+    assert tables.get(MAIN, key("P#1", "new")) is None  # a Put would have created it
+    assert tables.get(MAIN, key("P#9", "x")) is None
+    assert tables.get(FLAT, {"id": s("new")}) is None
+    assert tables.get(MAIN, key("P#1", "a")) == {**key("P#1", "a"), "v": n(1), "tag": s("a")}
+    assert tables.get(MAIN, key("P#1", "b")) is not None  # a Delete would have removed it
+    assert tables.get(MAIN, key("P#1", "e")) == {**key("P#1", "e"), "v": n(1), "tag": s("e")}
+    assert tables.get(FLAT, {"id": s("f1")}) == {"id": s("f1"), "v": n(1)}
+    assert tables.get(FLAT, {"id": s("f2")}) == {"id": s("f2"), "v": n(1)}
+    assert [i["sk"]["S"] for i in sorted_partition(tables, "P#1")] == list("abcdef")
+    assert sorted_partition(tables, "P#9") == []
+
+    # The tables still work: the same transaction with a passing check goes through.
+    tables.client.transact_write_items(TransactItems=transaction(check_on, position, v=1))
+    assert tables.dump() == applied(before)
+
+
+@pytest.mark.parametrize("check_on", ["main", "flat"])
+def test_successful_transaction_applies_everything(tables: Tables, check_on: str) -> None:
+    before = tables.dump()
+    tables.client.transact_write_items(TransactItems=transaction(check_on, 0, v=1))
+    after = tables.dump()
+    assert after == applied(before)
+    assert after[BYSTANDER] == before[BYSTANDER]
+    assert [i["sk"]["S"] for i in sorted_partition(tables, "P#1")] == [*"acdef", "new"]
+    assert tables.get(FLAT, {"id": s("new")}) == {"id": s("new"), "v": n(9)}
+    assert tables.get(FLAT, {"id": s("f2")}) is None
+
+
+def test_hash_only_transaction_rolls_back_and_commits(tables: Tables) -> None:
+    ops = [
+        put(FLAT, {"id": s("new"), "v": n(9)}),
+        put(FLAT, {"id": s("f4"), "v": n(9)}),  # replaces
+        update(FLAT, {"id": s("f1")}, 9),
+        delete(FLAT, {"id": s("f2")}),
+    ]
+    before = tables.dump()
+    with pytest.raises(ClientError, match="TransactionCanceledException"):
+        tables.client.transact_write_items(TransactItems=[*ops, check(FLAT, {"id": s("f3")}, 2)])
+    assert tables.dump() == before
+    assert tables.get(FLAT, {"id": s("new")}) is None
+
+    tables.client.transact_write_items(TransactItems=[*ops, check(FLAT, {"id": s("f3")}, 1)])
+    flat = dump(tables.client, FLAT)
+    assert flat == {
+        ("id", "new"): {"id": s("new"), "v": n(9)},
+        ("id", "f1"): {"id": s("f1"), "v": n(9), "touched": {"BOOL": True}},
+        ("id", "f3"): {"id": s("f3"), "v": n(1)},
+        ("id", "f4"): {"id": s("f4"), "v": n(9)},
+    }
+    assert tables.dump()[MAIN] == before[MAIN]
+
+
+INVALID = {
+    # moto applies the writes before the second operation on P#1/a, then rejects the request.
+    "same-item-twice": [*writes(), update(MAIN, key("P#1", "a"), 5)],
+    "same-new-item-twice": [*writes(), delete(MAIN, key("P#1", "new"))],
+    "same-hash-only-item-twice": [*writes(), check(FLAT, {"id": s("f1")}, 1)],
+    # A key without its sort key: moto rejects it when it reaches it, after the writes.
+    "key-without-sort-key": [*writes(), delete(MAIN, {"pk": s("P#1")})],
+}
+
+
+@pytest.mark.parametrize("ops", list(INVALID.values()), ids=list(INVALID))
+def test_invalid_transaction_leaves_everything_unchanged(tables: Tables, ops: list[Item]) -> None:
+    before = tables.dump()
+    with pytest.raises(ClientError) as raised:
+        tables.client.transact_write_items(TransactItems=ops)
+    assert raised.value.response["Error"]["Code"] == "ValidationException"
+    assert tables.dump() == before
+    assert tables.get(MAIN, key("P#1", "new")) is None
+    assert tables.get(FLAT, {"id": s("new")}) is None
+    assert [i["sk"]["S"] for i in sorted_partition(tables, "P#1")] == list("abcdef")
+
+
+# ---- queries: one partition, same answer ----------------------------------------------------
+
+PAGED, HASH_ONLY = "paged", "hash-only"
+PARTITIONS = ("P#a", "P#b", "P#c", "P#d")
+
+
+@dataclass
+class Model:
+    """The items of the query tables, as a plain Python list: the oracle."""
+
+    items: list[Item] = field(default_factory=list)
+    flat: list[Item] = field(default_factory=list)
+
+
+def batch_write(client: Any, requests: list[Item]) -> None:
+    for start in range(0, len(requests), 25):
+        response = client.batch_write_item(RequestItems={PAGED: requests[start : start + 25]})
+        assert not response["UnprocessedItems"]
+
+
+@pytest.fixture
+def model(moto: Moto) -> Model:
+    """Four partitions of 40 sort keys each, written in random order (so a partition's
+    insertion order is not its key order), some of them in a GSI spanning partitions."""
+    client = moto.client("dynamodb")
+    create_table(client, PAGED, gsi=True)
+    create_table(client, HASH_ONLY, range_key=False)
+    rng = random.Random(20240611)
+    model = Model()
+    for pk in PARTITIONS:
+        numbers = rng.sample(range(1, 400), 40)
+        for index, number in enumerate(numbers):
+            prefix = ("link", "page", "meta")[index % 3]
+            item: Item = {**key(pk, f"{prefix}#{number}"), "n": n(number)}
+            if number % 2:  # odd numbers are in the index, ranked across partitions
+                item["kind"] = s("odd" if number % 4 == 1 else "other")
+                item["rank"] = s(f"{number % 50:03d}")  # ties, broken by the table key
+            model.items.append(item)
+    rng.shuffle(model.items)
+    batch_write(client, [{"PutRequest": {"Item": item}} for item in model.items])
+    # Rewrite some: a deleted and re-put item goes to the end of its partition's dict.
+    rewritten = model.items[::7]
+    batch_write(
+        client,
+        [{"DeleteRequest": {"Key": {"pk": i["pk"], "sk": i["sk"]}}} for i in rewritten],
+    )
+    batch_write(client, [{"PutRequest": {"Item": item}} for item in rewritten])
+    for ident in ("b", "a", "c"):
+        model.flat.append({"id": s(ident), "n": n(ord(ident))})
+        client.put_item(TableName=HASH_ONLY, Item=model.flat[-1])
+    return model
+
+
+@dataclass
+class Case:
+    """A query, and what it must answer computed in Python from the model."""
+
+    request: dict[str, Any]
+    pk: str
+    sk: Callable[[str], bool] = lambda _: True
+    forward: bool = True
+    limit: int | None = None
+    keep: Callable[[Item], bool] = lambda _: True
+
+    def expected(self, items: list[Item]) -> list[list[Item]]:
+        """Pages of items: sorted by sort key, cut into ``limit``-sized pages, then filtered
+        (a FilterExpression applies after the Limit, as on DynamoDB)."""
+        matching = [i for i in items if i["pk"]["S"] == self.pk and self.sk(i["sk"]["S"])]
+        matching.sort(key=lambda i: i["sk"]["S"], reverse=not self.forward)
+        size = self.limit or max(len(matching), 1)
+        pages = [matching[i : i + size] for i in range(0, len(matching), size)] or [[]]
+        return [[i for i in page if self.keep(i)] for page in pages]
+
+    def last_keys(self, items: list[Item]) -> list[Item | None]:
+        """Where each page ends: the key of its last item before filtering, none at the end."""
+        matching = [i for i in items if i["pk"]["S"] == self.pk and self.sk(i["sk"]["S"])]
+        matching.sort(key=lambda i: i["sk"]["S"], reverse=not self.forward)
+        if not self.limit:
+            return [None]
+        ends = [key(i["pk"]["S"], i["sk"]["S"]) for i in matching[self.limit - 1 :: self.limit]]
+        if len(matching) % self.limit == 0:  # moto ends on a full page without a last key
+            ends = ends[:-1]
+        return [*ends, None]
+
+
+def query_request(pk: str, condition: str = "", **extra: Any) -> dict[str, Any]:
+    values = {":pk": s(pk), **extra.pop("values", {})}
+    return {
+        "TableName": PAGED,
+        "KeyConditionExpression": "pk = :pk" + (f" AND {condition}" if condition else ""),
+        "ExpressionAttributeValues": values,
+        **extra,
+    }
+
+
+CASES: dict[str, Case] = {
+    **{f"partition-{pk}": Case(query_request(pk), pk) for pk in PARTITIONS},
+    "reverse": Case(query_request("P#b", ScanIndexForward=False), "P#b", forward=False),
+    "paginated": Case(query_request("P#a", Limit=7), "P#a", limit=7),
+    "paginated-exact-pages": Case(query_request("P#c", Limit=8), "P#c", limit=8),
+    "paginated-reverse": Case(
+        query_request("P#d", ScanIndexForward=False, Limit=6), "P#d", forward=False, limit=6
+    ),
+    "begins-with": Case(
+        query_request("P#a", "begins_with(sk, :p)", values={":p": s("page#")}),
+        "P#a",
+        sk=lambda sk: sk.startswith("page#"),
+    ),
+    "between": Case(
+        query_request(
+            "P#b", "sk BETWEEN :lo AND :hi", values={":lo": s("link#3"), ":hi": s("meta#2")}
+        ),
+        "P#b",
+        sk=lambda sk: "link#3" <= sk <= "meta#2",
+    ),
+    "greater-than-reverse-paginated": Case(
+        query_request(
+            "P#c", "sk > :lo", values={":lo": s("meta#")}, ScanIndexForward=False, Limit=4
+        ),
+        "P#c",
+        sk=lambda sk: sk > "meta#",
+        forward=False,
+        limit=4,
+    ),
+    "filter": Case(
+        query_request("P#d", FilterExpression="n > :min", values={":min": n(200)}),
+        "P#d",
+        keep=lambda i: int(i["n"]["N"]) > 200,
+    ),
+    "filter-between-paginated": Case(
+        query_request(
+            "P#a",
+            "sk BETWEEN :lo AND :hi",
+            FilterExpression="attribute_exists(kind)",
+            Limit=5,
+            values={":lo": s("link#"), ":hi": s("page#5")},
+        ),
+        "P#a",
+        sk=lambda sk: "link#" <= sk <= "page#5",
+        limit=5,
+        keep=lambda i: "kind" in i,
+    ),
+    "missing-partition": Case(query_request("P#nope"), "P#nope"),
+    "missing-partition-begins-with": Case(
+        query_request("P#", "begins_with(sk, :p)", values={":p": s("page#")}), "P#"
+    ),
+}
+
+
+def run_query(client: Any, request: dict[str, Any]) -> tuple[list[list[Item]], list[Item | None]]:
+    """Every page of a query (following LastEvaluatedKey), and the key each page ended on."""
+    pages: list[list[Item]] = []
+    last_keys: list[Item | None] = []
+    start: Item | None = None
+    while True:
+        response = client.query(**request, **({"ExclusiveStartKey": start} if start else {}))
+        pages.append(response["Items"])
+        assert response["Count"] == len(response["Items"])
+        start = response.get("LastEvaluatedKey")
+        last_keys.append(start)
+        if start is None:
+            return pages, last_keys
+        assert len(pages) < 100, "pagination does not end"
+
+
+@pytest.mark.parametrize("case", list(CASES.values()), ids=list(CASES))
+def test_query_matches_a_python_model(moto: Moto, model: Model, case: Case) -> None:
+    pages, last_keys = run_query(moto.client("dynamodb"), case.request)
+    assert pages == case.expected(model.items)
+    assert last_keys == case.last_keys(model.items)
+
+
+def gsi_requests() -> dict[str, dict[str, Any]]:
+    base = {
+        "TableName": PAGED,
+        "IndexName": "by_kind",
+        "KeyConditionExpression": "kind = :k",
+        "ExpressionAttributeValues": {":k": s("odd")},
+    }
+    return {
+        "gsi": base,
+        "gsi-reverse-paginated": {**base, "ScanIndexForward": False, "Limit": 9},
+        "gsi-range": {
+            **base,
+            "KeyConditionExpression": "kind = :k AND #r BETWEEN :lo AND :hi",
+            "ExpressionAttributeNames": {"#r": "rank"},
+            "ExpressionAttributeValues": {":k": s("other"), ":lo": s("010"), ":hi": s("030")},
+        },
+    }
+
+
+def test_gsi_query_spans_partitions(moto: Moto, model: Model) -> None:
+    client = moto.client("dynamodb")
+    odd = [i for i in model.items if i.get("kind") == s("odd")]
+    odd.sort(key=lambda i: (i["rank"]["S"], i["pk"]["S"], i["sk"]["S"]))
+    assert len({i["pk"]["S"] for i in odd}) == len(PARTITIONS)
+    requests = gsi_requests()
+    pages, _ = run_query(client, requests["gsi"])
+    assert pages == [odd]
+    pages, last_keys = run_query(client, requests["gsi-reverse-paginated"])
+    assert list(itertools.chain.from_iterable(pages)) == odd[::-1]
+    assert all(len(page) <= 9 for page in pages)
+    assert last_keys[0] is not None
+    assert set(last_keys[0]) == {"pk", "sk", "kind", "rank"}
+
+
+def test_hash_only_table_query(moto: Moto, model: Model) -> None:
+    client = moto.client("dynamodb")
+    for item in model.flat:
+        response = client.query(
+            TableName=HASH_ONLY,
+            KeyConditionExpression="id = :id",
+            ExpressionAttributeValues={":id": item["id"]},
+        )
+        assert response["Items"] == [item]
+    response = client.query(
+        TableName=HASH_ONLY,
+        KeyConditionExpression="id = :id",
+        ExpressionAttributeValues={":id": s("zzz")},
+    )
+    assert response["Items"] == []
+
+
+@contextmanager
+def unpatched_query(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """moto's own ``Table.query`` and ``Table.all_items`` (the patch wraps them)."""
+    original_query, original_all_items = (
+        inspect.unwrap(Table.query),
+        inspect.unwrap(Table.all_items),
+    )
+    assert original_query is not Table.query, "the patch no longer wraps moto's Table.query"
+    assert original_all_items is not Table.all_items, "nor Table.all_items"
+    with monkeypatch.context() as patch:
+        patch.setattr(Table, "query", original_query)
+        patch.setattr(Table, "all_items", original_all_items)
+        yield
+
+
+def test_query_matches_unpatched_moto(
+    moto: Moto, model: Model, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    client = moto.client("dynamodb")
+    requests = {name: case.request for name, case in CASES.items()} | gsi_requests()
+    requests |= {
+        f"hash-only-{i}": {
+            "TableName": HASH_ONLY,
+            "KeyConditionExpression": "id = :id",
+            "ExpressionAttributeValues": {":id": s(i)},
+        }
+        for i in ("a", "c", "zzz")
+    }
+    patched = {name: run_query(client, request) for name, request in requests.items()}
+    with unpatched_query(monkeypatch):
+        original = {name: run_query(client, request) for name, request in requests.items()}
+    for name in requests:
+        assert patched[name] == original[name], name
+    # The partition a query reads is not left behind for later reads.
+    items = dump(client, PAGED)
+    assert len(items) == len(model.items)
+
+
+# ---- atomic conditional writes under a threaded server ---------------------------------------
+
+THREADS = 8
+KEYS = 50
+
+
+@pytest.fixture
+def server_endpoint() -> Iterator[str]:
+    apply_moto_patches()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        yield f"http://{host}:{port}"
+    finally:
+        server.stop()
+
+
+def server_client(endpoint: str) -> Any:
+    return boto3.client(
+        "dynamodb",
+        region_name=REGION,
+        endpoint_url=endpoint,
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        # A retry could turn a success whose answer was lost into a "lost" race: none.
+        config=Config(retries={"total_max_attempts": 1}, max_pool_connections=4),
+    )
+
+
+def test_conditional_updates_are_atomic_under_threads(server_endpoint: str) -> None:
+    table = f"race-{uuid.uuid4().hex[:8]}"
+    setup = server_client(server_endpoint)
+    create_table(setup, table)
+    keys = [key("RACE", f"k{i:02d}") for i in range(KEYS)]
+    for item_key in keys[::2]:  # half exist (the update adds owner), half do not (it creates)
+        setup.put_item(TableName=table, Item={**item_key, "seed": s("kept")})
+
+    clients = [server_client(server_endpoint) for _ in range(THREADS)]
+    won: dict[str, list[str]] = {item_key["sk"]["S"]: [] for item_key in keys}
+    problems: list[str] = []  # an assert inside a thread would not fail the test
+    guard = threading.Lock()
+    start = threading.Barrier(THREADS)
+
+    def contend(index: int) -> None:
+        me = f"thread-{index}"
+        try:
+            start.wait(5)
+            for item_key in keys:
+                try:
+                    clients[index].update_item(
+                        TableName=table,
+                        Key=item_key,
+                        UpdateExpression="SET #owner = :me",
+                        ConditionExpression="attribute_not_exists(#owner)",
+                        ExpressionAttributeNames={"#owner": "owner"},
+                        ExpressionAttributeValues={":me": s(me)},
+                    )
+                except ClientError as error:
+                    if error.response["Error"]["Code"] != "ConditionalCheckFailedException":
+                        raise
+                    continue
+                with guard:
+                    won[item_key["sk"]["S"]].append(me)
+        except Exception as error:  # noqa: BLE001 - reported below, with the thread's index
+            with guard:
+                problems.append(f"thread {index}: {error!r}")
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)  # switch threads often: a race window would be hit
+    try:
+        threads = [threading.Thread(target=contend, args=(i,)) for i in range(THREADS)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(20)
+    finally:
+        sys.setswitchinterval(interval)
+    assert not any(t.is_alive() for t in threads)
+    assert not problems
+
+    owners = {sk: item.get("owner", {}).get("S") for (_, sk), item in dump(setup, table).items()}
+    assert set(owners) == set(won)
+    for index, item_key in enumerate(keys):
+        sk = item_key["sk"]["S"]
+        assert len(won[sk]) == 1, f"{sk}: winners {won[sk]}"
+        assert owners[sk] == won[sk][0]
+        item = setup.get_item(TableName=table, Key=item_key, ConsistentRead=True)["Item"]
+        assert ("seed" in item) == (index % 2 == 0)
+
+
+# ---- SQS: delays and visibility timeouts on the patched clock --------------------------------
+
+
+def receive(sqs: Any, url: str, **extra: Any) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = sqs.receive_message(
+        QueueUrl=url, MaxNumberOfMessages=10, **extra
+    ).get("Messages", [])
+    return messages
+
+
+def test_sqs_delay_seconds_still_delays(moto: Moto) -> None:
+    sqs = moto.client("sqs")
+    url = sqs.create_queue(QueueName="delayed")["QueueUrl"]
+    sent = time.time()
+    sqs.send_message(QueueUrl=url, MessageBody="later", DelaySeconds=1)
+    sqs.send_message(QueueUrl=url, MessageBody="now")
+    assert [m["Body"] for m in receive(sqs, url)] == ["now"]
+    assert receive(sqs, url) == []
+    time.sleep(max(0.0, sent + 1.1 - time.time()))
+    messages = receive(sqs, url, AttributeNames=["All"])
+    assert [m["Body"] for m in messages] == ["later"]
+    # The clock is in the right unit: SentTimestamp is epoch milliseconds of the send.
+    sent_at = int(messages[0]["Attributes"]["SentTimestamp"]) / 1000
+    assert sent - 0.5 <= sent_at <= sent + 0.5
+    first = int(messages[0]["Attributes"]["ApproximateFirstReceiveTimestamp"]) / 1000
+    assert sent + 1.0 <= first <= time.time() + 0.5
+
+
+def test_sqs_visibility_timeout_hides_then_returns_a_message(moto: Moto) -> None:
+    sqs = moto.client("sqs")
+    url = sqs.create_queue(QueueName="visible")["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="m")
+    received = time.time()
+    first = receive(sqs, url, VisibilityTimeout=1)
+    assert [m["Body"] for m in first] == ["m"]
+    assert receive(sqs, url) == []  # in flight
+    time.sleep(0.5)
+    assert receive(sqs, url) == []  # still in flight half-way through
+    time.sleep(max(0.0, received + 1.1 - time.time()))
+    again = receive(sqs, url, AttributeNames=["ApproximateReceiveCount"])
+    assert [m["Body"] for m in again] == ["m"]
+    assert again[0]["Attributes"]["ApproximateReceiveCount"] == "2"
+    assert again[0]["ReceiptHandle"] != first[0]["ReceiptHandle"]
