@@ -25,6 +25,7 @@ import logging
 import os
 import sys
 import threading
+import time
 import uuid
 import warnings
 from collections.abc import Callable, Mapping
@@ -47,7 +48,7 @@ from stepcrawl.local.ttl import TtlReaper, ttl_attributes
 from stepcrawl.names import ENV_PIPELINES_DIR
 from stepcrawl.runtime import close_containers
 
-__all__ = ["LOCAL_STAGE", "LocalCloud", "synthesize"]
+__all__ = ["LOCAL_STAGE", "LocalCloud", "MappingConcurrency", "synthesize"]
 
 ROOT = Path(__file__).resolve().parents[3]
 LOCAL_STAGE = "local"
@@ -100,6 +101,28 @@ class _FunctionOutput(io.TextIOBase):
     @property
     def encoding(self) -> str:  # type: ignore[override]
         return self.terminal.encoding
+
+
+class MappingConcurrency:
+    """A mapping's ``MaximumConcurrency`` as the Lambda API reports it now (cached briefly).
+
+    The runtime re-reads it on every poll loop, so a change made through the API (the scaler,
+    or ``aws lambda update-event-source-mapping``) takes effect within ``ttl`` seconds.
+    """
+
+    def __init__(self, client: Any, uuid: str, initial: int, *, ttl: float = 5.0) -> None:
+        self.client, self.uuid, self.value, self.ttl = client, uuid, initial, ttl
+        self._read_at = time.monotonic()
+        self._lock = threading.Lock()
+
+    def __call__(self) -> int:
+        with self._lock:
+            if time.monotonic() - self._read_at >= self.ttl:
+                self._read_at = time.monotonic()
+                mapping = self.client.get_event_source_mapping(UUID=self.uuid)
+                configured = mapping.get("ScalingConfig", {}).get("MaximumConcurrency")
+                self.value = int(configured or self.value)
+            return self.value
 
 
 class LocalCloud:
@@ -177,7 +200,11 @@ class LocalCloud:
                 sqs.get_queue_url(QueueName=m["EventSourceArn"].rsplit(":", 1)[-1])["QueueUrl"],
                 batch_size=int(m.get("BatchSize", 10)),
                 maximum_batching_window=float(m.get("MaximumBatchingWindowInSeconds", 0)),
-                max_concurrency=int(m.get("ScalingConfig", {}).get("MaximumConcurrency", 2)),
+                max_concurrency=MappingConcurrency(
+                    self.emulator.client("lambda"),
+                    m["UUID"],
+                    int(m.get("ScalingConfig", {}).get("MaximumConcurrency", 2)),
+                ),
                 report_batch_item_failures="ReportBatchItemFailures"
                 in m.get("FunctionResponseTypes", []),
             )

@@ -1,0 +1,38 @@
+"""Pieces of the local cloud that need moto but not a whole stack."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import boto3
+from moto import mock_aws
+
+from stepcrawl.local.cloud import MappingConcurrency
+
+
+@mock_aws
+def test_a_changed_maximum_concurrency_is_read_back() -> None:
+    sqs: Any = boto3.client("sqs", region_name="us-east-1")
+    lam: Any = boto3.client("lambda", region_name="us-east-1")
+    iam: Any = boto3.client("iam", region_name="us-east-1")
+    role = iam.create_role(RoleName="r", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+    queue = sqs.create_queue(QueueName="q")["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    lam.create_function(
+        FunctionName="f",
+        Runtime="python3.12",
+        Role=role,
+        Handler="h.handler",
+        Code={"ZipFile": b"PK\x05\x06" + b"\x00" * 18},
+    )
+    mapping = lam.create_event_source_mapping(
+        EventSourceArn=arn, FunctionName="f", Enabled=False, ScalingConfig={"MaximumConcurrency": 5}
+    )
+    reader = MappingConcurrency(lam, mapping["UUID"], 5, ttl=0.0)
+    assert reader() == 5
+    lam.update_event_source_mapping(UUID=mapping["UUID"], ScalingConfig={"MaximumConcurrency": 12})
+    assert reader() == 12
+    cached = MappingConcurrency(lam, mapping["UUID"], 7, ttl=3600.0)
+    assert cached() == 7  # not re-read before its ttl: the runtime asks on every poll loop
