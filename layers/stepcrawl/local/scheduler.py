@@ -34,11 +34,11 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from types import TracebackType
 from typing import Any
 from zoneinfo import ZoneInfo
 
 from stepcrawl.errors import ConfigError, ScheduleExpressionError
+from stepcrawl.local.background import BackgroundThread
 from stepcrawl.pipeline.schedule_expr import CronExpression, ScheduleExpression, parse_schedule
 
 __all__ = [
@@ -205,7 +205,7 @@ class _Entry:
     due: datetime | None = None  # UTC; None: no later fire time (a cron year list ran out)
 
 
-class LocalScheduler:
+class LocalScheduler(BackgroundThread):
     """Fires schedules on a daemon thread; a context manager (``start`` / ``stop``).
 
     ``fire(spec, scheduled_time)`` runs on the scheduler's thread, one call at a time, with
@@ -226,6 +226,8 @@ class LocalScheduler:
     firing a burst of stale invocations.
     """
 
+    thread_name = "stepcrawl-local-scheduler"
+
     def __init__(
         self,
         schedules: Iterable[ScheduleSpec],
@@ -240,8 +242,8 @@ class LocalScheduler:
         self.specs = list(schedules)
         self._fire = fire
         self._clock = clock
-        self._stop = threading.Event()
-        self._sleep: Callable[[float], object] = sleep or self._stop.wait
+        super().__init__()
+        self._sleep: Callable[[float], object] = sleep or self.stopping.wait
         self._max_wait = max_wait
         # Validate every schedule up front, disabled ones too (the service rejects an invalid
         # expression or zone whatever the State), so a bad template fails at start-up.
@@ -255,7 +257,6 @@ class LocalScheduler:
         self._dropped: list[tuple[str, datetime]] = []
         self._errors = 0
         self._started_at: datetime | None = None
-        self._thread: threading.Thread | None = None
 
     # ----------------------------------------------------------------- observation
 
@@ -289,38 +290,9 @@ class LocalScheduler:
 
     # ----------------------------------------------------------------- lifecycle
 
-    def start(self) -> LocalScheduler:
-        """Fix the start instant and launch the thread (once)."""
-        if self._thread is not None:
-            raise RuntimeError("the scheduler was already started")
+    def _before_start(self) -> None:
         with self._lock:
-            self._prime()
-        self._thread = threading.Thread(
-            target=self._run, name="stepcrawl-local-scheduler", daemon=True
-        )
-        self._thread.start()
-        return self
-
-    def stop(self, timeout: float = 5.0) -> None:
-        """Stop the thread and wait for it (a ``fire`` in progress is finished first)."""
-        self._stop.set()
-        thread = self._thread
-        # stop() may be called from fire() or a fake sleep, i.e. on the thread itself.
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout)
-            if thread.is_alive():
-                log.warning("the local scheduler did not stop within %.1f s", timeout)
-
-    def __enter__(self) -> LocalScheduler:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
+            self._prime()  # the start instant: rate schedules count from it
 
     # ----------------------------------------------------------------- the loop
 
@@ -348,13 +320,13 @@ class LocalScheduler:
             return max(0.0, min(wait, self._max_wait))
 
     def _run(self) -> None:
-        while not self._stop.is_set():
+        while not self.stopping.is_set():
             try:
                 wait = self.tick()
             except Exception:  # a broken clock, say: log it, keep the schedules alive
                 log.exception("local scheduler tick failed")
                 wait = self._max_wait
-            if wait > 0 and not self._stop.is_set():
+            if wait > 0 and not self.stopping.is_set():
                 self._sleep(wait)
 
     def _now(self) -> datetime:

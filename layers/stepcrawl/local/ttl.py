@@ -27,8 +27,9 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from types import TracebackType
 from typing import Any
+
+from stepcrawl.local.background import BackgroundThread
 
 __all__ = ["BATCH_SIZE", "TtlReaper", "expire_items", "ttl_attributes"]
 
@@ -133,7 +134,7 @@ def expire_items(
     return len(keys)
 
 
-class TtlReaper:
+class TtlReaper(BackgroundThread):
     """Sweeps TTL tables on a daemon thread; a context manager (``start`` / ``stop``).
 
     ``client`` is a boto3 DynamoDB client, or a zero-argument factory for one (called once,
@@ -142,6 +143,8 @@ class TtlReaper:
     sweep is logged and the next one runs as usual. ``clock`` gives "now" in epoch seconds
     (pass the local cloud's offset clock to expire items when time is skipped ahead).
     """
+
+    thread_name = "stepcrawl-local-ttl"
 
     def __init__(
         self,
@@ -160,9 +163,8 @@ class TtlReaper:
         self.tables = dict(tables)
         self.interval = interval
         self._clock = clock
-        self._stop = threading.Event()
+        super().__init__()
         self._lock = threading.Lock()  # one sweep at a time (the thread, or a caller)
-        self._thread: threading.Thread | None = None
         self.deleted = 0  # items deleted by all sweeps so far
         self.sweeps = 0
         self.errors = 0
@@ -191,39 +193,12 @@ class TtlReaper:
                 raise failure
             return deleted
 
-    def start(self) -> TtlReaper:
-        if self._thread is not None:
-            raise RuntimeError("the TTL reaper was already started")
-        self._thread = threading.Thread(target=self._run, name="stepcrawl-local-ttl", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self, timeout: float = 5.0) -> None:
-        """Stop the thread; a sweep in progress is finished first."""
-        self._stop.set()
-        thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout)
-            if thread.is_alive():
-                log.warning("the TTL reaper did not stop within %.1f s", timeout)
-
-    def __enter__(self) -> TtlReaper:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
     def _run(self) -> None:
-        while not self._stop.is_set():
+        while not self.stopping.is_set():
             try:
                 self.run_once()
             except Exception:  # the emulator shutting down, say: the next sweep may work
                 self.errors += 1
                 log.exception("TTL sweep failed")
             # Waiting on the event, not sleeping: stop() returns at once.
-            self._stop.wait(self.interval)
+            self.stopping.wait(self.interval)
