@@ -15,9 +15,12 @@ same state machine runs on AWS and locally. Applied once, idempotently, before e
 
 And two to its DynamoDB, which the server runs on many threads:
 
-* Writes are atomic on AWS; moto's ``update_item`` reads, evaluates the condition and mutates
-  in separate steps, so two threads can both pass a condition. Every single-item write and
-  every transaction holds one lock (reads do not wait: they see whole items or none).
+* Writes are atomic on AWS; moto's ``UpdateItem`` reads, evaluates the condition and mutates
+  the stored item in place in separate steps (its handler even deep-copies that item before
+  the update, which a concurrent update can break with "dictionary changed size"). So two
+  threads could both pass a condition, and a read could see half an update. Every DynamoDB
+  request is handled under one lock: the server's threads take turns, as the interpreter
+  lock made them do for most of the work anyway.
 * ``TransactWriteItems`` deep-copied the whole table once per operation to be able to roll
   back: O(table size) per transaction, which made a crawl of 900 pages spend a minute in
   ``deepcopy``. We snapshot only the items the transaction touches and restore those.
@@ -47,6 +50,7 @@ from moto.dynamodb import models as dynamodb_models
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.dynamo_type import DynamoType
 from moto.dynamodb.models.table import Table
+from moto.dynamodb.responses import DynamoHandler
 from moto.sqs import models as sqs_models
 from moto.stepfunctions.parser.asl.component.state.exec.state_task.service import (
     state_task_service_aws_sdk as aws_sdk,
@@ -127,7 +131,7 @@ def _final_once_stopped(original: Any) -> Any:
     return setter
 
 
-_DYNAMODB_WRITES = threading.RLock()
+_DYNAMODB = threading.RLock()
 #: Inside a patched transaction, moto's whole-table backup copies are skipped.
 _IN_TRANSACTION: ContextVar[bool] = ContextVar("stepcrawl_in_transaction", default=False)
 
@@ -138,13 +142,13 @@ def _deepcopy_unless_table(value: Any, memo: dict[int, Any] | None = None) -> An
     return copy.deepcopy(value, memo)
 
 
-def _atomic(original: Callable[..., Any]) -> Callable[..., Any]:
+def _serialised(original: Callable[..., Any]) -> Callable[..., Any]:
     @wraps(original)
-    def write(self: Any, *args: Any, **kwargs: Any) -> Any:
-        with _DYNAMODB_WRITES:
-            return original(self, *args, **kwargs)
+    def call_action(self: Any) -> Any:
+        with _DYNAMODB:
+            return original(self)
 
-    return write
+    return call_action
 
 
 def _touched(backend: Any, transact_items: list[dict[str, Any]]) -> list[tuple[Any, Any, Any]]:
@@ -172,23 +176,23 @@ def _touched(backend: Any, transact_items: list[dict[str, Any]]) -> list[tuple[A
 def _item_level_rollback(original: Callable[..., Any]) -> Callable[..., Any]:
     @wraps(original)
     def transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> None:
-        with _DYNAMODB_WRITES:
-            touched = _touched(self, transact_items)
-            before = [(t, h, r, copy.deepcopy(t.get_item(h, r))) for t, h, r in touched]
-            flag = _IN_TRANSACTION.set(True)
-            try:
-                original(self, transact_items)
-            except Exception:
-                for table, h, r, item in reversed(before):
-                    table.delete_item(h, r)
-                    if item is not None:
-                        if r is not None:
-                            table.items[h][r] = item
-                        else:
-                            table.items[h] = item
-                raise
-            finally:
-                _IN_TRANSACTION.reset(flag)
+        # No lock of its own: the request lock (above) already excludes every other request.
+        touched = _touched(self, transact_items)
+        before = [(t, h, r, copy.deepcopy(t.get_item(h, r))) for t, h, r in touched]
+        flag = _IN_TRANSACTION.set(True)
+        try:
+            original(self, transact_items)
+        except Exception:
+            for table, h, r, item in reversed(before):
+                table.delete_item(h, r)
+                if item is not None:
+                    if r is not None:
+                        table.items[h][r] = item
+                    else:
+                        table.items[h] = item
+            raise
+        finally:
+            _IN_TRANSACTION.reset(flag)
 
     return transact_write_items
 
@@ -246,9 +250,7 @@ def apply_moto_patches() -> None:
         (Environment, "set_stop", _stop_wakes_callbacks(Environment.set_stop)),
         (Environment, "set_error", _final_once_stopped(Environment.set_error)),
         (Environment, "set_timed_out", _final_once_stopped(Environment.set_timed_out)),
-        (DynamoDBBackend, "put_item", _atomic(DynamoDBBackend.put_item)),
-        (DynamoDBBackend, "update_item", _atomic(DynamoDBBackend.update_item)),
-        (DynamoDBBackend, "delete_item", _atomic(DynamoDBBackend.delete_item)),
+        (DynamoHandler, "call_action", _serialised(DynamoHandler.call_action)),
         (
             DynamoDBBackend,
             "transact_write_items",
