@@ -10,7 +10,8 @@ directory at the local one). What moto does not do, this plays:
   (a new execution) or a function (the sweeper), on its cron or rate in its time zone;
 * DynamoDB TTL: expired items are deleted by a reaper thread;
 * CloudWatch Logs: what the functions print goes to ``logs`` (a file) instead of the
-  terminal, as on AWS it goes to their log groups.
+  terminal, as on AWS it goes to their log groups; and its Embedded Metric Format lines become
+  metric data in the emulator's CloudWatch (:mod:`stepcrawl.local.metrics`), as on AWS.
 
 Runs are started, followed and read through :class:`~stepcrawl.deployment.Deployment`,
 exactly as ``stepcrawl start/status/items`` do against AWS.
@@ -37,6 +38,7 @@ from stepcrawl.deployment import Deployment, RunStatus, stack_name
 from stepcrawl.errors import ConfigError
 from stepcrawl.local.emulator import ACCOUNT, LOCAL_CREDENTIAL, REGION, Emulator
 from stepcrawl.local.lambda_runtime import Chaos, FunctionSpec, LambdaRuntime, MappingSpec
+from stepcrawl.local.metrics import EmfForwarder
 from stepcrawl.local.scheduler import (
     LocalScheduler,
     ScheduleSpec,
@@ -79,21 +81,28 @@ def synthesize(pipelines_dir: Path, *, stage: str = LOCAL_STAGE) -> dict[str, An
 
 
 class _FunctionOutput(io.TextIOBase):
-    """``sys.stdout``/``stderr`` while the cloud runs: the functions' threads write to the log."""
+    """``sys.stdout``/``stderr`` while the cloud runs: what the functions' threads print goes
+    to CloudWatch's metric extraction and to their log (a file, or the terminal)."""
 
-    def __init__(self, terminal: TextIO, log: IO[str], lock: threading.Lock) -> None:
-        self.terminal, self.log, self.lock = terminal, log, lock
+    def __init__(
+        self, terminal: TextIO, log: IO[str] | None, metrics: EmfForwarder, lock: threading.Lock
+    ) -> None:
+        self.terminal, self.log, self.metrics, self.lock = terminal, log, metrics, lock
 
     def write(self, text: str) -> int:
-        if threading.current_thread().name.startswith("lambda-"):
-            with self.lock:
-                return self.log.write(text)
-        return self.terminal.write(text)
+        if not threading.current_thread().name.startswith("lambda-"):
+            return self.terminal.write(text)
+        self.metrics.write(text)
+        if self.log is None:
+            return self.terminal.write(text)
+        with self.lock:
+            return self.log.write(text)
 
     def flush(self) -> None:
         self.terminal.flush()
-        with self.lock:
-            self.log.flush()
+        if self.log is not None:
+            with self.lock:
+                self.log.flush()
 
     def isatty(self) -> bool:
         return self.terminal.isatty()
@@ -154,6 +163,7 @@ class LocalCloud:
         self.deployment: Deployment | None = None
         self.scheduler: LocalScheduler | None = None
         self.reaper: TtlReaper | None = None
+        self.metrics: EmfForwarder | None = None
         self._stack = contextlib.ExitStack()
         self._sweeping = threading.Event()
 
@@ -187,8 +197,8 @@ class LocalCloud:
             warnings.simplefilter("ignore", UserWarning)
             stack = self.emulator.start()
         self._stack.callback(self.emulator.stop)
-        if self.log_path is not None:
-            self._capture_function_output(self.log_path)
+        self.metrics = self._stack.enter_context(EmfForwarder(self.emulator.client("cloudwatch")))
+        self._capture_function_output(self.log_path)
         sqs = self.emulator.client("sqs")
         functions = {name: self._function(name, config) for name, config in stack.functions.items()}
         by_arn = {
@@ -246,13 +256,16 @@ class LocalCloud:
             "STEPCRAWL_STAGE": self.stage,
         }
 
-    def _capture_function_output(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        log = self._stack.enter_context(path.open("a", encoding="utf-8"))
+    def _capture_function_output(self, path: Path | None) -> None:
+        log = None
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            log = self._stack.enter_context(path.open("a", encoding="utf-8"))
+        assert self.metrics is not None
         lock = threading.Lock()
         saved = sys.stdout, sys.stderr
-        sys.stdout = _FunctionOutput(saved[0], log, lock)
-        sys.stderr = _FunctionOutput(saved[1], log, lock)
+        sys.stdout = _FunctionOutput(saved[0], log, self.metrics, lock)
+        sys.stderr = _FunctionOutput(saved[1], log, self.metrics, lock)
 
         def restore() -> None:
             sys.stdout, sys.stderr = saved

@@ -22,8 +22,10 @@ from rich.console import Console
 from stepcrawl.deployment import RunStatus
 from stepcrawl.local.cloud import LocalCloud, synthesize
 from stepcrawl.local.lambda_runtime import Chaos
+from stepcrawl.local.metrics import metric_sums
 from stepcrawl.local.progress import RunProgress
 from stepcrawl.local.report import write_run_outputs
+from stepcrawl.names import METRICS_NAMESPACE
 from stepcrawl.pipeline import Pipeline
 
 __all__ = ["LocalRun", "run_local", "staged_pipelines"]
@@ -107,10 +109,14 @@ def run_local(
 
 
 def _invocations(cloud: LocalCloud) -> dict[str, Any]:
-    """Per function: what the runtime invoked (and the faults it injected, if any)."""
+    """Per function: what the runtime invoked (and the faults it injected, if any); and the
+    functions' metrics as the emulator's CloudWatch holds them."""
     assert cloud.runtime is not None
+    assert cloud.metrics is not None
+    cloud.metrics.flush()
     stats = list(cloud.runtime.stats().values())
     return {
+        "cloudwatch": metric_sums(cloud.emulator.client("cloudwatch"), METRICS_NAMESPACE),
         "invocations": {
             s.function: {
                 "invocations": s.invocations,
