@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
@@ -110,6 +111,17 @@ def test_the_aws_cli_and_stepcrawl_drive_the_local_endpoint(served: dict[str, st
     assert skus == sorted(
         str(i["sku"]) for i in ShopModel(categories=1, products_per_category=6).expected_items()
     )
+
+    # The functions' EMF metrics reach the local CloudWatch (flushed every second).
+    deadline = time.monotonic() + 10
+    while True:
+        listed = _run(served, aws, "cloudwatch", "list-metrics", "--namespace", "stepcrawl")
+        assert listed.returncode == 0, listed.stderr
+        names = {m["MetricName"] for m in json.loads(listed.stdout)["Metrics"]}
+        if "PagesRecorded" in names or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert "PagesRecorded" in names
 
     # aws CLI v1 ignores AWS_ENDPOINT_URL for SQS (its legacy queue.amazonaws.com endpoint
     # wins); --endpoint-url works for every service (docs/local.md says so).
