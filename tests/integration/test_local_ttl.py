@@ -4,46 +4,25 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
-import boto3
 import pytest
-from moto import mock_aws
 
 from stepcrawl.local.ttl import BATCH_SIZE, TtlReaper, expire_items, ttl_attributes
 
+from .conftest import Moto
+
 pytestmark = pytest.mark.moto
 
-REGION = "us-east-1"
 TABLE = "stepcrawl-local"
 NOW = 1_800_000_000.0
 
 
 @pytest.fixture
-def dynamodb(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_SESSION_TOKEN": "testing",
-        "AWS_DEFAULT_REGION": REGION,
-    }.items():
-        monkeypatch.setenv(name, value)
-    with mock_aws():
-        client = boto3.client("dynamodb", region_name=REGION)
-        client.create_table(
-            TableName=TABLE,
-            KeySchema=[
-                {"AttributeName": "pk", "KeyType": "HASH"},
-                {"AttributeName": "sk", "KeyType": "RANGE"},
-            ],
-            AttributeDefinitions=[
-                {"AttributeName": "pk", "AttributeType": "S"},
-                {"AttributeName": "sk", "AttributeType": "S"},
-            ],
-            BillingMode="PAY_PER_REQUEST",
-        )
-        yield client
+def dynamodb(moto: Moto) -> Any:
+    """A DynamoDB client, with a table of stepcrawl's key schema named ``TABLE``."""
+    moto.table(TABLE)
+    return moto.client("dynamodb")
 
 
 def put(client: Any, pk: str, expires_at: dict[str, Any] | None, sk: str = "A") -> None:
