@@ -1,7 +1,10 @@
 """Deployment settings, read from CDK context (``cdk.json`` or ``-c key=value``), validated once.
 
-Every key has a default here; ``cdk.json`` repeats them so they are visible next to the app
-command (a test keeps the two equal). ``-c`` values arrive as strings, so numbers are parsed.
+Every key has a default here; the crawl engine's keys (``shards``, ``window``,
+``fetch_concurrency``) take theirs, and their bounds, from :class:`stepcrawl.crawl.CrawlConfig`,
+which the functions read back from their environment. ``cdk.json`` sets only what differs
+from these defaults (nothing, as shipped). ``-c`` values arrive as strings, so numbers are
+parsed.
 """
 
 from __future__ import annotations
@@ -9,11 +12,14 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from pydantic import ValidationError
+
 from infra.retention import RETENTION_BY_DAYS
+from stepcrawl.crawl.context import DEPLOYED_SETTINGS, CrawlConfig
 
 __all__ = [
     "DEFAULTS",
@@ -22,6 +28,7 @@ __all__ = [
     "REPO_ROOT",
     "ContextError",
     "StackConfig",
+    "cdk_json_context",
 ]
 
 #: The repository root (``infra/`` lives directly under it); relative paths are read from here.
@@ -35,10 +42,8 @@ DEFAULTS: Final[Mapping[str, Any]] = {
     "dispatch_max_concurrency": 5,
     "fetch_max_concurrency": 10,
     "parse_max_concurrency": 5,
-    "shards": 4,
-    "window": 256,
-    "fetch_concurrency": 32,
     "alert_webhook_secrets": [],
+    **{name: CrawlConfig.model_fields[name].default for name in DEPLOYED_SETTINGS},
 }
 
 _STAGE = re.compile(r"^[a-z][a-z0-9-]{0,15}$")
@@ -46,6 +51,12 @@ _STAGE = re.compile(r"^[a-z][a-z0-9-]{0,15}$")
 LOG_RETENTION_CHOICES: Final = tuple(RETENTION_BY_DAYS)
 #: Lambda's event-source mapping MaximumConcurrency range for SQS.
 ESM_CONCURRENCY_RANGE: Final = (2, 1000)
+
+
+def cdk_json_context() -> dict[str, Any]:
+    """The context of the checkout's ``cdk.json`` (what ``cdk synth`` starts from)."""
+    cdk_json = json.loads((REPO_ROOT / "cdk.json").read_text(encoding="utf-8"))
+    return dict(cdk_json["context"])
 
 
 class ContextError(ValueError):
@@ -76,6 +87,18 @@ def _secrets(raw: Any) -> tuple[str, ...]:
     return tuple(raw)
 
 
+def _engine(values: dict[str, Any]) -> CrawlConfig:
+    for key, raw in values.items():
+        if isinstance(raw, bool):
+            raise ContextError(f"context {key}: expected an integer, got {raw!r}")
+    try:
+        return CrawlConfig.model_validate(values)
+    except ValidationError as invalid:
+        first = invalid.errors()[0]
+        key = str(first["loc"][0])
+        raise ContextError(f"context {key}: {values[key]!r}: {first['msg']}") from None
+
+
 @dataclass(frozen=True)
 class StackConfig:
     """What one deployment (one stage) is built with."""
@@ -86,9 +109,8 @@ class StackConfig:
     dispatch_max_concurrency: int = DEFAULTS["dispatch_max_concurrency"]
     fetch_max_concurrency: int = DEFAULTS["fetch_max_concurrency"]
     parse_max_concurrency: int = DEFAULTS["parse_max_concurrency"]
-    shards: int = DEFAULTS["shards"]
-    window: int = DEFAULTS["window"]
-    fetch_concurrency: int = DEFAULTS["fetch_concurrency"]
+    #: The crawl engine's deployable settings (passed to the functions' environment).
+    engine: CrawlConfig = field(default_factory=CrawlConfig)
     #: Accepted and validated, not used yet: no notifier function exists (alerting issue).
     alert_webhook_secrets: tuple[str, ...] = ()
 
@@ -136,8 +158,6 @@ class StackConfig:
             parse_max_concurrency=_int(
                 "parse_max_concurrency", value("parse_max_concurrency"), low, high
             ),
-            shards=_int("shards", value("shards"), 1, 1024),
-            window=_int("window", value("window"), 1, 100_000),
-            fetch_concurrency=_int("fetch_concurrency", value("fetch_concurrency"), 1, 1000),
+            engine=_engine({name: value(name) for name in DEPLOYED_SETTINGS}),
             alert_webhook_secrets=_secrets(value("alert_webhook_secrets")),
         )

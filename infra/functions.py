@@ -33,13 +33,10 @@ from infra.retention import retention_days
 from infra.storage import Storage
 from stepcrawl.names import (
     ENV_BUCKET,
-    ENV_FETCH_CONCURRENCY,
     ENV_FETCH_QUEUE_URL,
     ENV_PARSE_QUEUE_URL,
     ENV_PIPELINES_DIR,
-    ENV_SHARDS,
     ENV_TABLE,
-    ENV_WINDOW,
     METRICS_NAMESPACE,
 )
 
@@ -160,9 +157,7 @@ class Workers(Construct):
             ENV_FETCH_QUEUE_URL: queues.fetch.queue.queue_url,
             ENV_PARSE_QUEUE_URL: queues.parse.queue.queue_url,
             ENV_PIPELINES_DIR: pipelines_dir,
-            ENV_SHARDS: str(config.shards),
-            ENV_WINDOW: str(config.window),
-            ENV_FETCH_CONCURRENCY: str(config.fetch_concurrency),
+            **config.engine.to_env(),
         }
 
         def function(spec: WorkerSpec) -> lambda_.Function:

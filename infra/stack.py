@@ -15,6 +15,17 @@ from infra.layers import PIPELINES_MOUNT, LibraryLayer, PipelinesLayer
 from infra.pipelines import Pipelines, construct_name, load_pipelines
 from infra.queues import WorkQueues
 from infra.storage import Storage
+from stepcrawl.names import (
+    OUTPUT_BUCKET_NAME,
+    OUTPUT_CONTROL_DLQ_URL,
+    OUTPUT_CONTROL_QUEUE_URL,
+    OUTPUT_FETCH_DLQ_URL,
+    OUTPUT_FETCH_QUEUE_URL,
+    OUTPUT_PARSE_DLQ_URL,
+    OUTPUT_PARSE_QUEUE_URL,
+    OUTPUT_STATE_MACHINE_ARN_PREFIX,
+    OUTPUT_TABLE_NAME,
+)
 
 __all__ = ["StepcrawlStack"]
 
@@ -79,19 +90,20 @@ class StepcrawlStack(Stack):
         self._outputs()
 
     def _outputs(self) -> None:
-        CfnOutput(self, "TableName", value=self.storage.table.table_name)
-        CfnOutput(self, "BucketName", value=self.storage.bucket.bucket_name)
-        for name, queue in (
-            ("Control", self.queues.control),
-            ("Fetch", self.queues.fetch),
-            ("Parse", self.queues.parse),
+        # Clients find the deployment by these names (stepcrawl.names, stepcrawl.deployment).
+        CfnOutput(self, OUTPUT_TABLE_NAME, value=self.storage.table.table_name)
+        CfnOutput(self, OUTPUT_BUCKET_NAME, value=self.storage.bucket.bucket_name)
+        for url, dead_letters_url, queue in (
+            (OUTPUT_CONTROL_QUEUE_URL, OUTPUT_CONTROL_DLQ_URL, self.queues.control),
+            (OUTPUT_FETCH_QUEUE_URL, OUTPUT_FETCH_DLQ_URL, self.queues.fetch),
+            (OUTPUT_PARSE_QUEUE_URL, OUTPUT_PARSE_DLQ_URL, self.queues.parse),
         ):
-            CfnOutput(self, f"{name}QueueUrl", value=queue.queue.queue_url)
-            CfnOutput(self, f"{name}DeadLetterQueueUrl", value=queue.dead_letters.queue_url)
+            CfnOutput(self, url, value=queue.queue.queue_url)
+            CfnOutput(self, dead_letters_url, value=queue.dead_letters.queue_url)
         for name, machine in self.pipelines.machines.items():
             CfnOutput(
                 self,
-                f"StateMachineArn{construct_name(name)}",
+                OUTPUT_STATE_MACHINE_ARN_PREFIX + construct_name(name),
                 value=machine.state_machine.state_machine_arn,
                 description=f"state machine of pipeline {name}",
             )

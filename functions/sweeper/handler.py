@@ -7,7 +7,7 @@ from typing import Any
 from aws_lambda_powertools import Logger, Tracer
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from stepcrawl.crawl.lambdas import sweep
+from stepcrawl.crawl.lambdas import run_sweeper
 from stepcrawl.runtime import services_from_env
 
 logger = Logger(service="sweeper")
@@ -17,6 +17,6 @@ tracer = Tracer(service="sweeper")
 @tracer.capture_lambda_handler
 @logger.inject_lambda_context
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, int]:
-    report = sweep(services_from_env())
+    report = run_sweeper(services_from_env())
     logger.info("swept", extra=report)
     return report

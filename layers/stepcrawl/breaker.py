@@ -26,7 +26,7 @@ What each fetch outcome does:
 Recovery is multiplied by ``backoff`` (2) on every failed probe, up to ``max_recovery``
 (15 min, SQS's longest delay); the next opening after a close starts again from ``recovery``.
 
-Storage and cost. One item per host, key :func:`breaker_key` (``BREAKER#<host>`` / ``B``):
+Storage and cost. One item per host (key: :func:`stepcrawl.keys.breaker_key`):
 ``state``, ``failures``, ``successes``, ``opened_at``, ``until``, ``recovery``,
 ``probe_owner``, ``probe_expires``, ``version`` and the TTL ``expires_at`` (7 days after the
 last write: a missing item is a healthy host, so expiry loses nothing). Writes happen only on
@@ -95,11 +95,12 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from stepcrawl.errors import ConfigError
+from stepcrawl.keys import breaker_key
 from stepcrawl.names import METRIC_BREAKER_TRANSITIONS
-from stepcrawl.storage.table import All, AnyOf, Cond, Condition, Item, Key, Table
+from stepcrawl.storage.protocols import Table
+from stepcrawl.storage.table import All, AnyOf, Cond, Condition, Item
 
 __all__ = [
-    "BREAKER_SK",
     "BREAKER_TTL",
     "MAX_CONFLICTS",
     "METRIC_BREAKER_TRANSITIONS",
@@ -110,13 +111,9 @@ __all__ = [
     "Outcome",
     "State",
     "Transition",
-    "breaker_key",
 ]
 
 logger = logging.getLogger("stepcrawl.breaker")
-
-#: Sort key of a host's breaker item (partition key ``BREAKER#<host>``).
-BREAKER_SK: Final = "B"
 
 #: Seconds after its last write that a breaker item expires (DynamoDB TTL on ``expires_at``).
 BREAKER_TTL: Final = 7 * 86400
@@ -137,12 +134,6 @@ _KINDS: Final[Mapping[str, _Kind | None]] = {
     "fatal": None,
 }
 _PROBE_ATTRS: Final = ("probe_owner", "probe_expires")
-
-
-def breaker_key(host: str) -> Key:
-    """Key of ``host``'s breaker item; ``host`` as :func:`stepcrawl.extract.urls.url_host`
-    gives it (lower case, no port)."""
-    return (f"BREAKER#{host}", BREAKER_SK)
 
 
 @dataclass(frozen=True)

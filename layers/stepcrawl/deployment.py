@@ -24,10 +24,20 @@ from typing import Any
 import boto3
 from botocore.exceptions import ClientError
 
+from stepcrawl.crawl.context import CrawlConfig, CrawlServices, PipelineRegistry
 from stepcrawl.crawl.items import output_items
-from stepcrawl.crawl.keys import task_key
 from stepcrawl.errors import ConfigError
-from stepcrawl.storage.aws import DynamoTable, S3BlobStore
+from stepcrawl.keys import task_key
+from stepcrawl.names import (
+    CANCELLED_ERROR,
+    ENV_TABLE,
+    OUTPUT_BUCKET_NAME,
+    OUTPUT_FETCH_QUEUE_URL,
+    OUTPUT_PARSE_QUEUE_URL,
+    OUTPUT_STATE_MACHINE_ARN_PREFIX,
+    OUTPUT_TABLE_NAME,
+)
+from stepcrawl.storage.aws import DynamoTable, S3BlobStore, SfnTokens, SqsQueue
 
 __all__ = [
     "Deployment",
@@ -139,7 +149,7 @@ class Deployment:
         self.state_machines = {
             arn.rsplit(":", 1)[-1].removeprefix(prefix): arn
             for key, arn in self.outputs.items()
-            if key.startswith("StateMachineArn")
+            if key.startswith(OUTPUT_STATE_MACHINE_ARN_PREFIX)
         }
         self._definitions: dict[str, dict[str, TaskDef]] = {}
 
@@ -148,13 +158,63 @@ class Deployment:
             self._clients[service] = self._client(service)
         return self._clients[service]
 
+    def output(self, key: str) -> str:
+        """The stack output ``key`` (a name from :mod:`stepcrawl.names`)."""
+        try:
+            return str(self.outputs[key])
+        except KeyError:
+            raise ConfigError(
+                f"stack {stack_name(self.stage)} has no output {key}; deployed by an older "
+                "stepcrawl? deploy it again"
+            ) from None
+
     @property
     def table(self) -> DynamoTable:
-        return DynamoTable(self.outputs["TableName"], client=self.client("dynamodb"))
+        return DynamoTable(self.output(OUTPUT_TABLE_NAME), client=self.client("dynamodb"))
 
     @property
     def blobs(self) -> S3BlobStore:
-        return S3BlobStore(self.outputs["BucketName"], client=self.client("s3"))
+        return S3BlobStore(self.output(OUTPUT_BUCKET_NAME), client=self.client("s3"))
+
+    def queue(self, output: str) -> SqsQueue:
+        """The queue whose URL is the stack output ``output``."""
+        return SqsQueue(self.output(output), client=self.client("sqs"))
+
+    def crawl_config(self) -> CrawlConfig:
+        """The crawl engine's settings as the deployed functions have them.
+
+        Read from a worker function's environment, where the stack put them: a client that
+        writes to the frontier (``stepcrawl redrive``) must shard it as the functions do.
+        """
+        cloudformation, functions = self.client("cloudformation"), self.client("lambda")
+        pages = cloudformation.get_paginator("list_stack_resources").paginate(
+            StackName=stack_name(self.stage)
+        )
+        for page in pages:
+            for resource in page["StackResourceSummaries"]:
+                if resource["ResourceType"] != "AWS::Lambda::Function":
+                    continue
+                configuration = functions.get_function_configuration(
+                    FunctionName=resource["PhysicalResourceId"]
+                )
+                environment = configuration.get("Environment", {}).get("Variables", {})
+                if ENV_TABLE in environment:  # a worker, not a CDK helper function
+                    return CrawlConfig.from_env(environment)
+        raise ConfigError(f"stack {stack_name(self.stage)} has no stepcrawl function")
+
+    def crawl_services(self, registry: PipelineRegistry) -> CrawlServices:
+        """What the crawl stages use, on this deployment: for a client acting as they do
+        (``stepcrawl redrive``). ``registry`` holds the deployed pipelines: the stack keeps
+        their files only inside its functions' layer."""
+        return CrawlServices(
+            table=self.table,
+            fetch_queue=self.queue(OUTPUT_FETCH_QUEUE_URL),
+            parse_queue=self.queue(OUTPUT_PARSE_QUEUE_URL),
+            blobs=self.blobs,
+            tokens=SfnTokens(client=self.client("stepfunctions")),
+            registry=registry,
+            config=self.crawl_config(),
+        )
 
     def machine(self, pipeline: str) -> str:
         try:
@@ -256,7 +316,7 @@ class Deployment:
         sfn = self.client("stepfunctions")
         status = str(sfn.describe_execution(executionArn=arn)["status"])
         if status == "RUNNING":
-            sfn.stop_execution(executionArn=arn, error="Stepcrawl.Cancelled", cause=cause)
+            sfn.stop_execution(executionArn=arn, error=CANCELLED_ERROR, cause=cause)
         return status
 
     def wait(

@@ -6,16 +6,26 @@
     ├── ConfigError ............ the user's input is wrong: nothing runs, tell them what to fix
     │   ├── InvalidPipelineError ... a pipeline file or model fails validation (every issue)
     │   ├── ScheduleExpressionError  an EventBridge cron/rate expression is malformed
-    │   └── SubstitutionError ...... a compiled definition still has unfilled ${Placeholders}
+    │   ├── SubstitutionError ...... a compiled definition still has unfilled ${Placeholders}
+    │   ├── ResourceNotFoundError .. a configured table, queue or bucket does not exist
+    │   └── AccessDeniedError ...... the credentials lack a permission the stack should grant
     ├── RetryableError ......... transient: try the same work again later, with backoff
+    │   ├── ThrottledError ......... AWS refused for capacity (throttling, throughput, limits)
+    │   ├── ServiceUnavailableError  AWS failed on its side or did not answer (5xx, timeouts)
+    │   ├── TransactionConflict .... a transaction was cancelled: re-read, try again (storage)
+    │   ├── LockBusy ............... someone else holds a lease lock (locks)
+    │   └── LockLost ............... a lease was taken over before it was released (locks)
     ├── FatalError ............. permanent for this unit of work: record it, never retry
     │   ├── CorruptItemsError ...... a stored JSONL object has a line that is not an object
     │   ├── TransformError ......... an operation with on_error: fail met a bad value
-    │   └── LoadError .............. a load cannot run (bad prefix placeholder, no pyarrow)
+    │   ├── LoadError .............. a load cannot run (bad prefix placeholder, no pyarrow)
+    │   └── RequestRejectedError ... AWS (or the memory table) refuses the request as made
     └── IgnorableError ......... nothing to do (e.g. a duplicate delivery already handled)
 
 Workers catch the three lower branches and act on the class alone; a ``ConfigError`` reaches
-the person at the keyboard (CLI exit code 2) with every :class:`Issue` found.
+the person at the keyboard (CLI exit code 2) with every :class:`Issue` found. AWS errors become
+these classes in one place, ``storage.aws`` (``_map_client_error``), so no ``ClientError``
+leaves the storage adapters.
 """
 
 from __future__ import annotations
@@ -24,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 __all__ = [
+    "AccessDeniedError",
     "ConfigError",
     "CorruptItemsError",
     "FatalError",
@@ -31,10 +42,14 @@ __all__ = [
     "InvalidPipelineError",
     "Issue",
     "LoadError",
+    "RequestRejectedError",
+    "ResourceNotFoundError",
     "RetryableError",
     "ScheduleExpressionError",
+    "ServiceUnavailableError",
     "StepcrawlError",
     "SubstitutionError",
+    "ThrottledError",
     "TransformError",
 ]
 
@@ -119,8 +134,27 @@ class SubstitutionError(ConfigError, KeyError):
         return str(self.args[0])
 
 
+class ResourceNotFoundError(ConfigError):
+    """A table, queue or bucket the configuration names does not exist (stack not deployed, or
+    the wrong name in the environment): no retry brings it back."""
+
+
+class AccessDeniedError(ConfigError):
+    """The credentials lack a permission; the stack's IAM policy (or the profile) must change."""
+
+
 class RetryableError(StepcrawlError):
     """Transient failure: the same work may succeed later; retry with backoff."""
+
+
+class ThrottledError(RetryableError):
+    """AWS refused the request for capacity (throttling, provisioned throughput, request rate)
+    after the SDK's own retries: back off for longer than the SDK does."""
+
+
+class ServiceUnavailableError(RetryableError):
+    """AWS failed on its side (5xx), or the request timed out or lost its connection. A write
+    may have applied before the failure: the retried work must be idempotent, as ours is."""
 
 
 class FatalError(StepcrawlError):
@@ -143,6 +177,12 @@ class TransformError(FatalError):
 
 class LoadError(FatalError):
     """A load cannot run at all (bad prefix placeholder, pyarrow missing for parquet)."""
+
+
+class RequestRejectedError(FatalError, ValueError):
+    """AWS refused the request as made (DynamoDB's ValidationException: an item over 400 KB, a
+    transaction writing one item twice, a condition comparing with a list...). The memory table
+    raises it for the same requests. A ``ValueError`` too: what it replaces was one."""
 
 
 class IgnorableError(StepcrawlError):

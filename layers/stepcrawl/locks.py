@@ -39,7 +39,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stepcrawl.errors import RetryableError
-from stepcrawl.storage.table import All, AnyOf, Cond, Condition, Key, Table
+from stepcrawl.storage.protocols import Table
+from stepcrawl.storage.table import All, AnyOf, Cond, Condition, Key
 
 __all__ = ["Lease", "LeaseLock", "LockBusy", "LockLost"]
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Final
 
 __all__ = [
+    "CANCELLED_ERROR",
     "CONTROL_MESSAGE_VERSION",
     "ENV_BUCKET",
     "ENV_FETCH_CONCURRENCY",
@@ -18,6 +19,7 @@ __all__ = [
     "ENV_SHARDS",
     "ENV_TABLE",
     "ENV_WINDOW",
+    "ERROR_PREFIX",
     "METRICS_NAMESPACE",
     "METRIC_BREAKER_TRANSITIONS",
     "METRIC_BUNDLES",
@@ -25,12 +27,22 @@ __all__ = [
     "METRIC_PAGES_FAILED",
     "METRIC_PAGES_FETCHED",
     "METRIC_PAGES_RECORDED",
+    "OUTPUT_BUCKET_NAME",
+    "OUTPUT_CONTROL_DLQ_URL",
+    "OUTPUT_CONTROL_QUEUE_URL",
+    "OUTPUT_FETCH_DLQ_URL",
+    "OUTPUT_FETCH_QUEUE_URL",
+    "OUTPUT_PARSE_DLQ_URL",
+    "OUTPUT_PARSE_QUEUE_URL",
+    "OUTPUT_STATE_MACHINE_ARN_PREFIX",
+    "OUTPUT_TABLE_NAME",
     "PLACEHOLDERS",
     "PLACEHOLDER_CONTROL_QUEUE_URL",
     "PLACEHOLDER_TABLE_NAME",
-    "RUN_LOCK_SK",
+    "REPLACED_ERROR",
     "TASK_FAILED_ERROR",
-    "pipeline_pk",
+    "TOO_MANY_FAILURES_ERROR",
+    "error_name",
 ]
 
 PLACEHOLDER_CONTROL_QUEUE_URL: Final = "ControlQueueUrl"
@@ -40,16 +52,21 @@ PLACEHOLDERS: Final = (PLACEHOLDER_CONTROL_QUEUE_URL, PLACEHOLDER_TABLE_NAME)
 #: Schema version of the message a task state sends to the control queue.
 CONTROL_MESSAGE_VERSION: Final = 1
 
-#: Sort key of the pipeline-run lock item (partition key: :func:`pipeline_pk`).
-RUN_LOCK_SK: Final = "RUNLOCK"
-
 #: Error name a run fails with when one of its tasks failed (the cause names the task).
 TASK_FAILED_ERROR: Final = "Stepcrawl.TaskFailed"
+#: Prefix of every error name stepcrawl gives Step Functions (what a ``Catch`` can match).
+ERROR_PREFIX: Final = "Stepcrawl."
+#: Error of a run stopped by ``stepcrawl cancel``.
+CANCELLED_ERROR: Final = "Stepcrawl.Cancelled"
+#: Error of a crawl task whose failed pages exceed its ``max_error_ratio``.
+TOO_MANY_FAILURES_ERROR: Final = "Stepcrawl.TooManyFailures"
+#: Error of a run stopped by a newer one of its pipeline (``overlap: replace``).
+REPLACED_ERROR: Final = "Stepcrawl.Replaced"
 
 
-def pipeline_pk(pipeline: str) -> str:
-    """Partition key of items that belong to a pipeline as a whole (typed key prefix)."""
-    return f"PIPELINE#{pipeline}"
+def error_name(error: BaseException) -> str:
+    """The error name a task fails with for ``error``: ``Stepcrawl.<its class>``."""
+    return f"{ERROR_PREFIX}{type(error).__name__}"
 
 
 # Environment of the Lambda functions (set by the CDK stack and by local mode).
@@ -62,7 +79,7 @@ ENV_SHARDS: Final = "STEPCRAWL_SHARDS"
 ENV_WINDOW: Final = "STEPCRAWL_WINDOW"
 ENV_FETCH_CONCURRENCY: Final = "STEPCRAWL_FETCH_CONCURRENCY"
 
-# CloudWatch metrics (EMF through Powertools); the stack's alarms use the same names.
+# CloudWatch metrics (EMF through Powertools).
 METRICS_NAMESPACE: Final = "stepcrawl"
 METRIC_PAGES_FETCHED: Final = "PagesFetched"
 METRIC_PAGES_FAILED: Final = "PagesFailed"
@@ -70,3 +87,17 @@ METRIC_PAGES_RECORDED: Final = "PagesRecorded"
 METRIC_ITEMS: Final = "Items"
 METRIC_BUNDLES: Final = "ParseBundles"
 METRIC_BREAKER_TRANSITIONS: Final = "BreakerTransitions"
+
+# CloudFormation outputs of the stack: infra/stack.py declares them, every client of a
+# deployment (stepcrawl.deployment, local mode's report) finds the resources by them.
+OUTPUT_TABLE_NAME: Final = "TableName"
+OUTPUT_BUCKET_NAME: Final = "BucketName"
+OUTPUT_CONTROL_QUEUE_URL: Final = "ControlQueueUrl"
+OUTPUT_CONTROL_DLQ_URL: Final = "ControlDeadLetterQueueUrl"
+OUTPUT_FETCH_QUEUE_URL: Final = "FetchQueueUrl"
+OUTPUT_FETCH_DLQ_URL: Final = "FetchDeadLetterQueueUrl"
+OUTPUT_PARSE_QUEUE_URL: Final = "ParseQueueUrl"
+OUTPUT_PARSE_DLQ_URL: Final = "ParseDeadLetterQueueUrl"
+#: One output per pipeline: this prefix + the pipeline's construct name (``my-shop`` ->
+#: ``StateMachineArnMyShop``); its value is the state machine's ARN.
+OUTPUT_STATE_MACHINE_ARN_PREFIX: Final = "StateMachineArn"

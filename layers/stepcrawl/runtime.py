@@ -7,18 +7,20 @@ import os
 import threading
 from functools import cache
 
-from stepcrawl.crawl.context import CrawlConfig, CrawlServices, DirectoryRegistry
+from stepcrawl.crawl.context import (
+    DEPLOYED_SETTINGS,
+    CrawlConfig,
+    CrawlServices,
+    DirectoryRegistry,
+)
 from stepcrawl.errors import ConfigError
 from stepcrawl.fetch import Fetcher
 from stepcrawl.names import (
     ENV_BUCKET,
-    ENV_FETCH_CONCURRENCY,
     ENV_FETCH_QUEUE_URL,
     ENV_PARSE_QUEUE_URL,
     ENV_PIPELINES_DIR,
-    ENV_SHARDS,
     ENV_TABLE,
-    ENV_WINDOW,
     METRICS_NAMESPACE,
 )
 from stepcrawl.storage import Meter, Table
@@ -32,11 +34,23 @@ __all__ = [
 ]
 
 
+_RESOURCES = (ENV_TABLE, ENV_FETCH_QUEUE_URL, ENV_PARSE_QUEUE_URL, ENV_BUCKET)
+
+
 def _env(name: str) -> str:
     value = os.environ.get(name)
     if not value:
         raise ConfigError(f"environment variable {name} is not set (the stack sets it)")
     return value
+
+
+def _require(names: tuple[str, ...]) -> None:
+    """Name every missing variable at once, not the first one only."""
+    missing = [name for name in names if not os.environ.get(name)]
+    if missing:
+        raise ConfigError(
+            f"environment variable(s) {', '.join(missing)} not set (the stack sets them)"
+        )
 
 
 @cache
@@ -50,12 +64,9 @@ def services_from_env() -> CrawlServices:
         SqsQueue,
     )
 
+    _require((*_RESOURCES, *DEPLOYED_SETTINGS.values()))
     meter = Meter()
-    config = CrawlConfig(
-        shards=int(os.environ.get(ENV_SHARDS, "4")),
-        window=int(os.environ.get(ENV_WINDOW, "256")),
-        fetch_concurrency=int(os.environ.get(ENV_FETCH_CONCURRENCY, "32")),
-    )
+    config = CrawlConfig.from_env(os.environ)
     return CrawlServices(
         table=DynamoTable(_env(ENV_TABLE), meter=meter),
         fetch_queue=SqsQueue(_env(ENV_FETCH_QUEUE_URL), meter=meter),

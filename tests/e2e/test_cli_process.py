@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
+from tests.helpers.demo import SMALL_SHOP_DEFAULTS, demo_pipeline, write_pipeline
 
 from stepcrawl.demo import DemoSite, ShopModel
 
@@ -58,6 +58,8 @@ def test_demo_crawls_the_shop_end_to_end_on_the_local_cloud(tmp_path: Path) -> N
     report = json.loads((tmp_path / "report.json").read_text(encoding="utf-8"))
     assert report["status"] == "SUCCEEDED"
     assert {t["state"] for t in report["tasks"].values()} == {"succeeded"}
+    # The summary table names every task in full: stdout is a pipe here, not a terminal.
+    assert all(task in result.stdout for task in report["tasks"])
     exported = (tmp_path / "items" / "export_products.jsonl").read_text(encoding="utf-8")
     assert len(exported.splitlines()) == 115
     failures = (tmp_path / "failures.jsonl").read_text(encoding="utf-8").splitlines()
@@ -79,22 +81,16 @@ def test_demo_crawls_the_shop_end_to_end_on_the_local_cloud(tmp_path: Path) -> N
     assert abs(report["cloudwatch"]["PagesRecorded"] - crawl["pages"]) <= crawl["pages"] // 10
 
 
-def _demo_file(tmp_path: Path, site_url: str, *, strict_schema: bool = False) -> Path:
-    data = yaml.safe_load((ROOT / "pipelines" / "demo-shop.yaml").read_text(encoding="utf-8"))
-    data["tasks"][0]["seeds"] = [site_url]
-    # A small shop has the same broken links as the big one: a higher share of its pages.
-    data["defaults"]["limits"]["max_error_ratio"] = 0.5
-    if strict_schema:  # no product has a price of exactly 0: every item is invalid
-        data["tasks"][2]["schema"]["properties"]["price"] = {"const": 0}
-    path = tmp_path / "shop.yaml"
-    path.write_text(yaml.safe_dump(data), encoding="utf-8")
-    return path
-
-
 @pytest.mark.slow
 def test_run_exits_1_and_names_the_failed_task(tmp_path: Path) -> None:
     with DemoSite(ShopModel(categories=1, products_per_category=5)) as site:
-        pipeline = _demo_file(tmp_path, site.url, strict_schema=True)
+        strict = demo_pipeline(
+            site.url,
+            defaults=SMALL_SHOP_DEFAULTS,
+            # No product has a price of exactly 0: every item is invalid.
+            tasks={"check_products": {"schema": {"properties": {"price": {"const": 0}}}}},
+        )
+        pipeline = write_pipeline(strict, tmp_path / "shop.yaml")
         result = stepcrawl("run", str(pipeline), "--out", str(tmp_path / "o"))
     assert result.returncode == 1, result.stderr
     assert "task check_products failed" in result.stderr

@@ -35,7 +35,8 @@ def test_chaos_changes_nothing_in_the_items(tmp_path: Path, cloud_env: None) -> 
         tmp_path,
         model=model,
         console=Console(file=(tmp_path / "console.txt").open("w")),
-        chaos=Chaos(crash_rate=0.1, duplicate_rate=0.1, seed=7, redelivery_after=1.0),
+        # ~20 invocations: at 30% the chance of a run without a crash is under 0.1%.
+        chaos=Chaos(crash_rate=0.3, duplicate_rate=0.3, seed=7, redelivery_after=1.0),
         sweep_every=2.0,  # the safety net every 2 s instead of every minute
     )
     assert run.status.status == "SUCCEEDED", run.report

@@ -1,5 +1,6 @@
 """`stepcrawl serve` driven from outside, as a user would: the real aws CLI and the CLI's
-start/status/items/cancel, through the environment serve prints (separate processes)."""
+start/status/items/cancel/failures/redrive, through the environment serve prints (separate
+processes). One serve for the module: starting it is most of the time."""
 
 from __future__ import annotations
 
@@ -14,14 +15,13 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import pytest
-import yaml
+from tests.helpers.demo import SMALL_SHOP_DEFAULTS, demo_pipeline, write_pipeline
 
 from stepcrawl.demo import DemoSite, ShopModel
 
-ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 pytestmark = pytest.mark.slow
 
@@ -32,17 +32,21 @@ def _exe(name: str) -> str:
     return found
 
 
-@pytest.fixture
-def served(tmp_path: Path) -> Iterator[dict[str, str]]:
+@pytest.fixture(scope="module")
+def serve_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where `stepcrawl serve` runs, its pipeline files in ``pipelines/``."""
+    return tmp_path_factory.mktemp("serve")
+
+
+@pytest.fixture(scope="module")
+def served(serve_dir: Path) -> Iterator[dict[str, str]]:
     """A running `stepcrawl serve` of the demo pipeline (a small shop); its environment."""
+    tmp_path = serve_dir
     with DemoSite(ShopModel(categories=1, products_per_category=6)) as site:
         pipelines = tmp_path / "pipelines"
         pipelines.mkdir()
-        data = yaml.safe_load((ROOT / "pipelines" / "demo-shop.yaml").read_text("utf-8"))
-        data["tasks"][0]["seeds"] = [site.url]
-        # A small shop has the same broken links as the big one: a higher share of its pages.
-        data["defaults"]["limits"]["max_error_ratio"] = 0.5
-        (pipelines / "demo-shop.yaml").write_text(yaml.safe_dump(data), "utf-8")
+        demo = demo_pipeline(site.url, defaults=SMALL_SHOP_DEFAULTS)
+        write_pipeline(demo, pipelines / "demo-shop.yaml")
         server = subprocess.Popen(
             [_exe("stepcrawl"), "serve", str(pipelines)],
             cwd=tmp_path,
@@ -78,9 +82,11 @@ def _pump(stream: IO[str], lines: queue.Queue[str]) -> None:
     lines.put("")  # end of output: serve has exited
 
 
-def _run(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+def _run(
+    env: dict[str, str], *args: str, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        list(args), env=env, capture_output=True, text=True, timeout=180, check=False
+        list(args), env=env, cwd=cwd, capture_output=True, text=True, timeout=180, check=False
     )
 
 
@@ -142,3 +148,37 @@ def test_start_and_cancel_a_run(served: dict[str, str]) -> None:
     unknown = _run(served, stepcrawl, "status", "no-such-run")
     assert unknown.returncode == 2
     assert "no run no-such-run" in unknown.stderr
+
+
+def test_failures_and_redrive_find_the_stack_as_the_other_commands_do(
+    served: dict[str, str], serve_dir: Path
+) -> None:
+    # Only what serve printed: none of the functions' variables (STEPCRAWL_TABLE, ...).
+    env = {k: v for k, v in served.items() if k == "STEPCRAWL_STAGE" or "STEPCRAWL_" not in k}
+    stepcrawl = _exe("stepcrawl")
+    crawled = _run(env, stepcrawl, "start", "demo-shop", "--run-id", "with-failures", "--wait")
+    assert crawled.returncode == 0, crawled.stderr
+
+    def failures() -> dict[str, dict[str, Any]]:
+        listed = _run(env, stepcrawl, "failures", "with-failures", "--format", "json")
+        assert listed.returncode == 0, listed.stderr
+        return {f["url"]: f for f in json.loads(listed.stdout)}
+
+    failed = failures()
+    assert "http_404" in {f["reason"] for f in failed.values()}  # the shop's dead links
+    shown = _run(env, stepcrawl, "failures", "with-failures")
+    assert shown.returncode == 0, shown.stderr
+    assert all(url in shown.stdout for url in failed)  # whole URLs: stdout is not a terminal
+
+    # From where serve was started: `--pipelines` defaults to the pipelines/ it deployed.
+    redriven = _run(env, stepcrawl, "redrive", "with-failures", cwd=serve_dir)
+    assert redriven.returncode == 0, redriven.stdout + redriven.stderr
+    assert f"re-drove {len(failed)} of {len(failed)} failed URL(s)" in redriven.stdout
+    # Fed to the functions again, they fail again (still dead): each recorded anew.
+    deadline = time.monotonic() + 60
+    again = failures()
+    while again.keys() != failed.keys() and time.monotonic() < deadline:
+        time.sleep(0.5)
+        again = failures()
+    assert again.keys() == failed.keys()
+    assert all(again[url]["at"] > failed[url]["at"] for url in failed)

@@ -6,7 +6,6 @@ without building the layers. ``test_cli_synth.py`` builds them for real.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,14 +20,10 @@ REPO = Path(__file__).resolve().parents[2]
 
 from aws_cdk.assertions import Template  # noqa: E402 - after the Node warning switch
 from infra.app import build_app  # noqa: E402
+from infra.config import cdk_json_context  # noqa: E402
 from infra.stack import StepcrawlStack  # noqa: E402
 
 SKIP_BUNDLING: dict[str, Any] = {"aws:cdk:bundling-stacks": []}
-
-
-def cdk_json_context() -> dict[str, Any]:
-    context: dict[str, Any] = json.loads((REPO / "cdk.json").read_text())["context"]
-    return context
 
 
 @dataclass

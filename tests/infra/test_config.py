@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any
 
 import pytest
@@ -11,14 +13,36 @@ from aws_cdk.assertions import Template
 from infra.config import DEFAULTS, REPO_ROOT, ContextError, StackConfig
 from infra.retention import RETENTION_BY_DAYS
 
+from stepcrawl.crawl.context import DEPLOYED_SETTINGS, CrawlConfig
+
 
 def config(**context: Any) -> StackConfig:
     return StackConfig.from_context(context.get)
 
 
-def test_cdk_json_repeats_every_default(cdk_context: dict[str, Any]) -> None:
-    context = cdk_context
-    assert {k: context[k] for k in DEFAULTS} == dict(DEFAULTS)
+def test_cdk_json_sets_only_known_keys(cdk_context: dict[str, Any]) -> None:
+    # Defaults live in one place (DEFAULTS, and CrawlConfig for the engine's keys); cdk.json
+    # holds CDK's feature flags and only the stepcrawl keys a deployment overrides.
+    ours = {k for k in cdk_context if not k.startswith("@")}
+    assert ours <= set(DEFAULTS)
+
+
+def test_the_deploy_guide_lists_every_key_with_its_default() -> None:
+    guide = (REPO_ROOT / "docs" / "deploy.md").read_text(encoding="utf-8")
+    documented = dict(re.findall(r"^\| `(\w+)` \| `([^`]*)` \|", guide, re.MULTILINE))
+    assert set(documented) == set(DEFAULTS)
+    for key, default in DEFAULTS.items():
+        shown = documented[key] if isinstance(default, str) else json.loads(documented[key])
+        assert shown == default, key
+
+
+def test_engine_defaults_and_bounds_come_from_the_library() -> None:
+    assert {k: DEFAULTS[k] for k in DEPLOYED_SETTINGS} == {
+        k: getattr(CrawlConfig(), k) for k in DEPLOYED_SETTINGS
+    }
+    # What the stack puts in the functions' environment is what they read back.
+    got = config(shards="16", window=1024)
+    assert CrawlConfig.from_env(got.engine.to_env()) == got.engine
 
 
 def test_defaults() -> None:
@@ -29,7 +53,7 @@ def test_defaults() -> None:
     assert got.log_retention_days == 14
     assert (got.dispatch_max_concurrency, got.fetch_max_concurrency) == (5, 10)
     assert got.parse_max_concurrency == 5
-    assert (got.shards, got.window, got.fetch_concurrency) == (4, 256, 32)
+    assert (got.engine.shards, got.engine.window, got.engine.fetch_concurrency) == (4, 256, 32)
     assert got.alert_webhook_secrets == ()
 
 
@@ -43,7 +67,7 @@ def test_command_line_strings_are_parsed(tmp_path: Any) -> None:
         alert_webhook_secrets='["stepcrawl/wecom", "stepcrawl/slack"]',
     )
     assert (got.stage, got.pipelines_dir, got.log_retention_days) == ("prod", tmp_path, 30)
-    assert (got.fetch_max_concurrency, got.shards) == (50, 8)
+    assert (got.fetch_max_concurrency, got.engine.shards) == (50, 8)
     assert got.alert_webhook_secrets == ("stepcrawl/wecom", "stepcrawl/slack")
     assert config(alert_webhook_secrets="stepcrawl/wecom").alert_webhook_secrets == (
         "stepcrawl/wecom",
@@ -61,7 +85,9 @@ def test_command_line_strings_are_parsed(tmp_path: Any) -> None:
         ("fetch_max_concurrency", 1, "out of range 2-1000"),
         ("parse_max_concurrency", 1001, "out of range 2-1000"),
         ("dispatch_max_concurrency", True, "expected an integer"),
-        ("shards", 0, "out of range"),
+        ("shards", 0, "greater than or equal to 1"),
+        ("window", "wide", "valid integer"),
+        ("fetch_concurrency", True, "expected an integer"),
         ("alert_webhook_secrets", [""], "list of Secrets Manager"),
         ("alert_webhook_secrets", {"a": 1}, "list of Secrets Manager"),
     ],

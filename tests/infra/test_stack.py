@@ -12,8 +12,9 @@ from infra.access import BODIES, ITEMS, QUARANTINE, load_prefix_pattern
 from infra.bundling import library_layer_hash, runtime_requirements
 from infra.functions import DISPATCH, FETCH, PARSE, SWEEP_RATE, SWEEPER
 from infra.layers import LIBRARY_DIR, PIPELINES_MOUNT, PYPROJECT
-from infra.pipelines import SUBSTITUTED, PipelineError, load_pipelines
+from infra.pipelines import SUBSTITUTED, PipelineError, construct_name, load_pipelines
 
+from stepcrawl import names
 from stepcrawl.compiler import compile_pipeline, definition_json, substitute
 from stepcrawl.names import (
     ENV_BUCKET,
@@ -615,6 +616,16 @@ def test_outputs(default) -> None:
         machine_id, _ = machine_by_name(default, f"stepcrawl-dev-{name}")
         key = "StateMachineArn" + "".join(p.capitalize() for p in name.split("-"))
         assert outputs[key]["Value"] == {"Ref": machine_id}
+
+
+def test_outputs_are_exactly_the_names_clients_read(default) -> None:
+    """Every output has its constant in stepcrawl.names (what the clients read) and every
+    constant its output: renaming either side alone fails here."""
+    constants = {k: v for k, v in vars(names).items() if k.startswith("OUTPUT_")}
+    assert constants.keys() <= set(names.__all__)
+    prefix = constants.pop("OUTPUT_STATE_MACHINE_ARN_PREFIX")
+    machines = {prefix + construct_name(name) for name in PIPELINES}
+    assert set(default.json["Outputs"]) == set(constants.values()) | machines
 
 
 # ---------------------------------------------------------------------------------- variants

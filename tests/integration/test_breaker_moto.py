@@ -9,8 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from tests.helpers.clock import FakeClock
 
-from stepcrawl.breaker import Admission, BreakerBook, BreakerConfig, breaker_key
+from stepcrawl.breaker import Admission, BreakerBook, BreakerConfig
+from stepcrawl.keys import breaker_key
 from stepcrawl.storage import MemoryTable, Table
 from stepcrawl.storage.aws import DynamoTable
 
@@ -19,18 +21,9 @@ from .conftest import Moto
 pytestmark = pytest.mark.moto
 
 HOST = "flaky.example"
-T0 = 1_700_000_000.0
 CONFIG = BreakerConfig(
     failures_to_open=3, recovery=10, successes_to_close=2, max_recovery=25, probe_lease=5
 )
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def stored(table: Table) -> dict[str, Any]:
@@ -39,7 +32,7 @@ def stored(table: Table) -> dict[str, Any]:
 
 
 def scenario(table: Table) -> list[Any]:
-    clock = Clock()
+    clock = FakeClock()  # a fresh one per run: both runs start at the same time
     book = BreakerBook(table, CONFIG, clock)
     trace: list[Any] = []
 
@@ -100,12 +93,11 @@ def test_healthy_success_costs_no_write_on_dynamodb(moto: Moto) -> None:
     assert table.meter.snapshot().ddb_write_units == before
 
 
-def test_one_probe_among_feeders_with_the_same_read(moto: Moto) -> None:
+def test_one_probe_among_feeders_with_the_same_read(moto: Moto, clock: FakeClock) -> None:
     # Sequential on purpose: moto's update_item checks the condition and applies the update
     # without a lock, so threads can both win on moto (DynamoDB itself is atomic per item).
     # What this proves is that the claim's condition, compiled, refuses every later claimer.
     table = DynamoTable(moto.table("breaker"), client=moto.client("dynamodb"))
-    clock = Clock()
     book = BreakerBook(table, CONFIG, clock)
     book.record_many([(HOST, "transient")] * 3)
     clock.now += 10

@@ -11,8 +11,9 @@ from typer.testing import CliRunner
 
 from stepcrawl.cli import app
 from stepcrawl.crawl.accounting import PageCommit, failure_record
-from stepcrawl.crawl.keys import url_key
+from stepcrawl.crawl.context import CrawlConfig
 from stepcrawl.crawl.messages import UrlRef
+from stepcrawl.keys import url_key
 from stepcrawl.names import (
     ENV_BUCKET,
     ENV_FETCH_QUEUE_URL,
@@ -105,6 +106,7 @@ def test_redrive_from_the_cli_puts_urls_back_and_feeds_them(
         ENV_PARSE_QUEUE_URL: sqs.create_queue(QueueName="parse")["QueueUrl"],
         ENV_BUCKET: "data",
         ENV_PIPELINES_DIR: str(tmp_path),
+        **CrawlConfig().to_env(),
     }
     for key, value in env.items():
         monkeypatch.setenv(key, value)
@@ -147,3 +149,11 @@ def test_redrive_from_the_cli_puts_urls_back_and_feeds_them(
     sent = sqs.receive_message(QueueUrl=fetch_queue, MaxNumberOfMessages=10)["Messages"]
     assert [json.loads(m["Body"])["ref"]["url"] for m in sent] == [URL]
     assert runner.invoke(app, ["failures", "r1"]).stdout.startswith("no failures")
+
+
+def test_redrive_dlq_of_a_queue_that_does_not_exist_says_so(moto: Moto) -> None:
+    source = moto.client("sqs").create_queue(QueueName="fetch")["QueueUrl"]
+    missing = source.replace("/fetch", "/no-such-dlq")
+    result = runner.invoke(app, ["redrive-dlq", missing, "--to", source])
+    assert result.exit_code == 2, result.output
+    assert "no-such-dlq" in result.output

@@ -11,20 +11,17 @@ import json
 import random
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
+from tests.helpers.demo import demo_pipeline
 
 from stepcrawl.crawl import FetchMessage, ParseBundle, process_bundle, process_fetch_batch
 from stepcrawl.crawl.context import CrawlConfig
 from stepcrawl.crawl.items import iter_task_items
 from stepcrawl.demo import DemoSite, ShopModel
 from stepcrawl.local import MemoryRunner
-from stepcrawl.pipeline import Pipeline
 
-ROOT = Path(__file__).resolve().parents[2]
 CONFIG = CrawlConfig(shards=4, window=64, fetch_concurrency=16)
 
 
@@ -93,25 +90,11 @@ class ChaosProxy:
         return wrapped
 
 
-def demo_data(site_url: str) -> dict[str, Any]:
-    data: dict[str, Any] = yaml.safe_load(
-        (ROOT / "pipelines" / "demo-shop.yaml").read_text(encoding="utf-8")
-    )
-    data["tasks"][0]["seeds"] = [site_url]
-    return data
-
-
-def crawl_only(site_url: str) -> Pipeline:
-    data = demo_data(site_url)
-    data["tasks"] = data["tasks"][:1]
-    return Pipeline.model_validate(data)
-
-
 def crawl(
     site: DemoSite, *, duplicate: float = 0.0, crash: float = 0.0, seed: int = 1
 ) -> dict[str, Any]:
     site.reset()
-    pipeline = crawl_only(site.url)
+    pipeline = demo_pipeline(site.url, crawl_only=True)
     chaos = Chaos(crash, duplicate, seed)
     with MemoryRunner(
         pipeline,
@@ -145,6 +128,8 @@ def test_clean_crawl_extracts_every_product_once_and_finishes_once(site: DemoSit
     summary = answer.output
     assert summary["items"] == len(expected)
     assert summary["pages"] == summary["pages_ok"] + summary["pages_failed"]
+    skipped = sum(state == "skipped" for state in result["states"].values())
+    assert summary["pages_skipped"] == skipped
     assert all(state in {"done", "failed", "skipped"} for state in result["states"].values())
     assert not any("example.invalid" in url for url in result["states"]), "never off-site"
     assert not any("/admin/" in path for path in site.log.counts()), "robots.txt obeyed"
@@ -164,14 +149,14 @@ def test_duplicates_and_crashes_change_nothing(
     assert chaotic["states"] == clean["states"]
     (answer,) = chaotic["answers"]
     (clean_answer,) = clean["answers"]
-    for key in ("pages", "pages_ok", "pages_failed", "items", "items_dropped"):
+    for key in ("pages", "pages_ok", "pages_failed", "pages_skipped", "items", "items_dropped"):
         assert answer.output[key] == clean_answer.output[key], key
 
 
 def test_the_whole_demo_pipeline_delivers_exactly_the_expected_items(site: DemoSite) -> None:
     """crawl -> transform -> validate -> load, tasks started in DAG order as the machine does."""
     site.reset()
-    pipeline = Pipeline.model_validate(demo_data(site.url))
+    pipeline = demo_pipeline(site.url)
     with MemoryRunner(pipeline, config=CONFIG) as runner:
         assert runner.run() == pipeline.dag().topological_order()
     exported = []
@@ -185,10 +170,8 @@ def test_the_whole_demo_pipeline_delivers_exactly_the_expected_items(site: DemoS
 def test_max_pages_is_exact_with_parallel_parsers(site: DemoSite) -> None:
     """8 parsers commit bundles at once; the budget is never exceeded and is used fully."""
     site.reset()
-    data = demo_data(site.url)
-    data["tasks"] = data["tasks"][:1]
-    data["defaults"]["limits"].update(max_pages=37, max_error_ratio=1.0)
-    pipeline = Pipeline.model_validate(data)
+    limits = {"max_pages": 37, "max_error_ratio": 1.0}
+    pipeline = demo_pipeline(site.url, crawl_only=True, defaults={"limits": limits})
     runner = MemoryRunner(pipeline, config=CONFIG)
     runner.start("crawl_shop")
     services = runner.services
@@ -214,13 +197,15 @@ def test_max_pages_is_exact_with_parallel_parsers(site: DemoSite) -> None:
     assert page_hits <= 37 + flaky_retries, "no page beyond the budget was requested"
     (answer,) = runner.tokens.answers
     assert answer.output["pages"] == 37
+    # Links past the budget are counted as skipped, once each, like the records say.
+    skipped = [u for u in urls if u["state"] == "skipped"]
+    assert skipped, "the shop has more than 37 pages"
+    assert answer.output["pages_skipped"] == len(skipped)
 
 
 def test_a_crawl_seeded_from_the_items_of_another(site: DemoSite) -> None:
     """Listings yield product URLs as items; a second crawl fetches exactly those pages."""
     site.reset()
-    data = demo_data(site.url)
-    products = data["tasks"][0]
     listings = {
         "id": "listings",
         "type": "crawl",
@@ -236,9 +221,10 @@ def test_a_crawl_seeded_from_the_items_of_another(site: DemoSite) -> None:
             }
         ],
     }
-    products.update(seeds=[], seed_field="url", depends_on=["listings"], follow=[])
-    data["tasks"] = [listings, products]
-    pipeline = Pipeline.model_validate(data)
+    products = {"seeds": [], "seed_field": "url", "depends_on": ["listings"], "follow": []}
+    pipeline = demo_pipeline(
+        site.url, crawl_only=True, tasks={"listings": listings, "crawl_shop": products}
+    )
     with MemoryRunner(pipeline, config=CONFIG) as runner:
         assert runner.run() == ["listings", "crawl_shop"]
     items = list(iter_task_items(runner.blobs, pipeline.name, runner.run_id, "crawl_shop"))

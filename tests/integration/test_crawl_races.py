@@ -11,8 +11,8 @@ import pytest
 from stepcrawl.crawl.context import CrawlConfig
 from stepcrawl.crawl.frontier import enqueue
 from stepcrawl.crawl.items import iter_task_items
-from stepcrawl.crawl.keys import backlog_pk
 from stepcrawl.crawl.messages import UrlRef
+from stepcrawl.keys import backlog_pk
 from stepcrawl.local import MemoryRunner
 from stepcrawl.pipeline import Pipeline
 from stepcrawl.storage.meter import item_size

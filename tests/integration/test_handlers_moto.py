@@ -19,14 +19,14 @@ from typing import Any
 
 import boto3
 import pytest
-import yaml
 from aws_lambda_powertools.utilities.parser.models import SqsModel
+from tests.helpers.demo import demo_pipeline, write_pipeline
 
 from stepcrawl import names
 from stepcrawl.compiler import compile_pipeline, definition_json, substitute
+from stepcrawl.crawl.context import CrawlConfig
 from stepcrawl.crawl.paths import items_prefix
 from stepcrawl.demo import DemoSite, ShopModel
-from stepcrawl.pipeline import Pipeline
 from stepcrawl.runtime import services_from_env
 
 from .conftest import Moto
@@ -131,25 +131,18 @@ def aws(moto: Moto, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator
     monkeypatch.setenv(names.ENV_FETCH_QUEUE_URL, queues["fetch"])
     monkeypatch.setenv(names.ENV_PARSE_QUEUE_URL, queues["parse"])
     monkeypatch.setenv(names.ENV_PIPELINES_DIR, str(tmp_path))
+    for key, value in CrawlConfig(shards=2, window=64).to_env().items():
+        monkeypatch.setenv(key, value)  # what the stack sets
     services_from_env.cache_clear()
     yield {"sqs": sqs, "s3": s3, "queues": queues, "dir": tmp_path}
     services_from_env.cache_clear()
 
 
-def crawl_only_pipeline(site_url: str, directory: Path) -> Pipeline:
-    data = yaml.safe_load((ROOT / "pipelines" / "demo-shop.yaml").read_text(encoding="utf-8"))
-    crawl = data["tasks"][0]
-    crawl["seeds"] = [site_url]
-    crawl["allow_private_network"] = True
-    data["tasks"] = [crawl]
-    (directory / f"{data['name']}.yaml").write_text(yaml.safe_dump(data), encoding="utf-8")
-    return Pipeline.model_validate(data)
-
-
 def test_a_compiled_run_through_the_real_handlers(aws: dict[str, Any]) -> None:
     sfn = boto3.client("stepfunctions", region_name=REGION)
     with DemoSite(slow_delay=0.05) as site:
-        pipeline = crawl_only_pipeline(site.url, aws["dir"])
+        pipeline = demo_pipeline(site.url, crawl_only=True)
+        write_pipeline(pipeline, aws["dir"] / f"{pipeline.name}.yaml")  # where the handlers look
         definition = substitute(
             compile_pipeline(pipeline),
             {

@@ -16,6 +16,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
+from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any
 
@@ -34,9 +35,12 @@ from stepcrawl.local.lambda_runtime import (
     Chaos,
     FunctionSpec,
     LambdaRuntime,
+    MappingCounts,
     MappingSpec,
     sqs_event,
 )
+from stepcrawl.local.lambda_runtime.containers import Containers, Function
+from stepcrawl.local.lambda_runtime.mapping import MappingState
 
 from .conftest import REGION, Moto
 
@@ -536,6 +540,44 @@ def test_stop_waits_for_in_flight_and_wait_idle_times_out(
     assert runtime.stats()["drain:drain"].deleted == 1
     attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
     assert attributes["ApproximateNumberOfMessagesNotVisible"] == "0"
+
+
+def test_receive_counters_and_a_failing_receive(
+    sqs: Any, runtimes: Callable[..., LambdaRuntime]
+) -> None:
+    url = make_queue(sqs, "gone")
+    send(sqs, url, "a")
+    runtime = runtimes(sqs, [FunctionSpec("gone", lambda e, c: None)], [MappingSpec("gone", url)])
+    runtime.wait_idle(timeout=10)
+    wait_for(lambda: runtime.stats()["gone:gone"].empty_receives > 0)
+    stats = runtime.stats()["gone:gone"]
+    assert stats.receives > stats.empty_receives
+    assert (stats.invocations, stats.messages, stats.deleted, stats.errors) == (1, 1, 1, 0)
+    sqs.delete_queue(QueueUrl=url)
+    wait_for(lambda: runtime.stats()["gone:gone"].errors > 0)
+    stats = runtime.stats()["gone:gone"]
+    assert str(stats.last_error).startswith("receive: ")
+    assert stats.failures == 0
+
+
+def test_every_counter_reaches_the_stats_under_its_own_name() -> None:
+    """The tests above see only some counters move: a counter wired to another field of the
+    snapshot, or to none, would pass them."""
+    function = FunctionSpec("counted", lambda e, c: None)
+    state = MappingState(
+        MappingSpec("counted", "https://sqs.us-east-1.amazonaws.com/123456789012/counted"),
+        Function(function, (), Containers(function.name, function.version)),
+        "arn:aws:sqs:us-east-1:123456789012:counted",
+        fifo=False,
+        seed=None,
+    )
+    counters = {f.name: n for n, f in enumerate(fields(MappingCounts), start=1)}
+    for name, value in counters.items():
+        setattr(state.counts, name, value)
+    stats = asdict(state.stats())
+    assert {name: stats[name] for name in counters} == counters
+    gauges = {"in_flight", "max_concurrent", "concurrency_limit", "last_error"}
+    assert set(stats) - set(counters) == {"key", "function", "queue_url", *gauges}
 
 
 def test_sqs_event_helper_is_what_lambda_sends() -> None:

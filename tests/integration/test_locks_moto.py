@@ -16,6 +16,7 @@ import time
 from typing import Any
 
 import pytest
+from tests.helpers.clock import FakeClock
 
 from stepcrawl.locks import LeaseLock
 from stepcrawl.storage.aws import DynamoTable
@@ -154,17 +155,11 @@ def test_renew_keeps_a_short_lease_alive(client: SerialClient, table_name: str) 
     assert other.acquire() is not None
 
 
-class Clock:
-    def __init__(self, now: float) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def test_skew_boundary_in_the_compiled_condition(client: SerialClient, table_name: str) -> None:
+def test_skew_boundary_in_the_compiled_condition(
+    client: SerialClient, table_name: str, clock: FakeClock
+) -> None:
     # A fake clock pins the boundary exactly, through DynamoDB's number encoding.
-    clock = Clock(1_700_000_000.25)
+    clock.now = 1_700_000_000.25
     table = DynamoTable(table_name, client=client)
     holder = LeaseLock(table, KEY, owner="h", lease=10.5, clock=clock, skew=1.0)
     taker = LeaseLock(table, KEY, owner="t", lease=10.5, clock=clock, skew=1.0)

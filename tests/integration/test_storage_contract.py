@@ -6,10 +6,14 @@ from what DynamoDB, SQS and S3 (as moto plays them) really do.
 
 from __future__ import annotations
 
+import operator
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
+from stepcrawl.errors import RequestRejectedError
 from stepcrawl.storage import (
     All,
     AnyOf,
@@ -22,6 +26,7 @@ from stepcrawl.storage import (
     Write,
 )
 from stepcrawl.storage.aws import DynamoBatchWriter, DynamoTable, S3BlobStore, SqsQueue
+from stepcrawl.storage.table import Op
 
 from .conftest import Moto
 
@@ -107,6 +112,193 @@ def test_conditions_agree(table: Any, condition: Any, holds: bool) -> None:
         }
     )
     assert (table.update(K, set={"touched": True}, condition=condition) is not None) is holds
+
+
+# ---- comparisons as DynamoDB makes them --------------------------------------------------------
+#
+# What DynamoDB answers, from its documentation (Developer Guide: "Comparison operator and
+# function reference"; API reference: Condition, ComparisonOperator EQ/NE/LT...) and, where the
+# documentation is silent (missing attributes, literals of the wrong type), from the condition
+# expression tests Scylla's Alternator runs against DynamoDB itself
+# (test/alternator/test_condition_expression.py): = and <> take every type, values of two types
+# are never equal; <, <=, >, >= order numbers, strings and binary of one type, anything else is
+# false, and a literal they cannot order is a ValidationException; a missing attribute is equal
+# to nothing (not even another missing one) and unequal to everything.
+
+# The item compared against: one attribute of each kind DynamoDB has, and look-alikes.
+TYPED: dict[str, Any] = {
+    "m": {"a": 1, "b": [1, "x"]},
+    "m2": {"b": [1, "x"], "a": 1},  # the same map, its keys in another order
+    "l": [1, "x", {"k": None}],
+    "tup": (1, "x", {"k": None}),  # written from a tuple: DynamoDB keeps a list
+    "n": 3,
+    "f": 3.0,
+    "s": "3",
+    "z": None,
+    "z2": None,
+    "t": True,
+    "one": 1,
+}
+NO_ITEM = ("P#none", "S#none")
+REJECTED = RequestRejectedError  # DynamoDB: ValidationException, whatever the item
+ORDERINGS: dict[Op, Callable[[Any, Any], bool]] = {
+    "lt": operator.lt,
+    "le": operator.le,
+    "gt": operator.gt,
+    "ge": operator.ge,
+}
+
+
+@dataclass(frozen=True)
+class Check:
+    """``condition`` against :data:`TYPED` (or, ``on_item=False``, against no item at all)."""
+
+    condition: Cond
+    expected: bool | type[Exception]
+    on_item: bool = True
+
+
+def _negated(checks: list[Check]) -> list[Check]:
+    """The ``ne`` checks of ``eq`` ones: ``a <> b`` is ``NOT a = b``, missing attributes too."""
+    return [
+        Check(Cond(c.condition.attr, "ne", c.condition.value), not c.expected, c.on_item)
+        for c in checks
+    ]
+
+
+def _python_true(op: Op) -> int:
+    """A number Python's ``True <op> number`` holds for (True is 1 to Python)."""
+    return next(v for v in (0, 5) if ORDERINGS[op](True, v))
+
+
+def _python_false(op: Op) -> int:
+    return next(v for v in (0, 5) if not ORDERINGS[op](True, v))
+
+
+def _ordering_checks(op: Op) -> list[Check]:
+    holds = ORDERINGS[op]
+    return [
+        *(Check(Cond("n", op, v), holds(3, v)) for v in (2, 3, 4, 2.5)),
+        # Strings order by character ("3" > "10"), not by the number they spell.
+        *(Check(Cond("s", op, v), holds("3", v)) for v in ("10", "3", "4")),
+        Check(Cond("z", op, 3), False),  # a null is not ordered
+        Check(Cond("t", op, _python_false(op)), False),  # nor a bool
+        Check(Cond("missing", op, 3), False),
+        Check(Cond("n", op, 3), False, on_item=False),
+        *(Check(Cond("n", op, v), REJECTED) for v in (None, True, [3], {"a": 3}, {"3"})),
+        Check(Cond("n", op, None), REJECTED, on_item=False),
+    ]
+
+
+# "=" on each kind; "<>" is checked as its negation.
+EQUALITIES = [
+    Check(Cond("m", "eq", {"b": [1, "x"], "a": 1}), True),
+    Check(Cond("m", "eq", {"a": 1}), False),
+    Check(Cond("l", "eq", [1, "x", {"k": None}]), True),
+    Check(Cond("l", "eq", (1, "x", {"k": None})), True),
+    Check(Cond("l", "eq", ["x", 1, {"k": None}]), False),  # a list is ordered
+    Check(Cond("n", "eq", "3"), False),
+    Check(Cond("s", "eq", 3), False),
+    Check(Cond("n", "eq", 3.0), True),
+    Check(Cond("z", "eq", None), True),
+    Check(Cond("z", "eq", 0), False),
+    Check(Cond("n", "eq", None), False),
+    Check(Cond("t", "eq", True), True),
+    Check(Cond("missing", "eq", 1), False),
+    Check(Cond("n", "eq", 3), False, on_item=False),
+]
+
+AGREED: dict[Op, list[Check]] = {
+    "eq": EQUALITIES,
+    "ne": _negated(EQUALITIES),
+    **{op: _ordering_checks(op) for op in ORDERINGS},
+    "eq_attr": [
+        Check(Cond("m", "eq_attr", "m2"), True),
+        Check(Cond("l", "eq_attr", "tup"), True),
+        Check(Cond("z", "eq_attr", "z2"), True),
+        Check(Cond("n", "eq_attr", "f"), True),
+        Check(Cond("n", "eq_attr", "s"), False),
+        Check(Cond("n", "eq_attr", "missing"), False),
+        Check(Cond("missing", "eq_attr", "n"), False),
+    ],
+}
+
+# Where moto answers otherwise: it compares with Python's operators on its decoded values, so
+# True == 1 (nested too), a missing attribute is None and equals NULL (or another missing
+# one), and ordering a number with a string, or a map or list with a number, raises TypeError
+# out of the request. What DynamoDB answers is asserted all the same; on moto they xfail.
+MOTO_EQUALITIES = [
+    Check(Cond("t", "eq", 1), False),
+    Check(Cond("one", "eq", True), False),
+    Check(Cond("m", "eq", {"a": True, "b": [True, "x"]}), False),
+    Check(Cond("missing", "eq", None), False),
+]
+
+MOTO_DIFFERS: dict[Op, list[Check]] = {
+    "eq": MOTO_EQUALITIES,
+    "ne": _negated(MOTO_EQUALITIES),
+    **{
+        op: [
+            Check(Cond("n", op, "3"), False),
+            Check(Cond("s", op, 3), False),
+            Check(Cond("m", op, 3), False),
+            Check(Cond("l", op, 3), False),
+            Check(Cond("t", op, _python_true(op)), False),  # a bool is not a number
+        ]
+        for op in ORDERINGS
+    },
+    "eq_attr": [
+        Check(Cond("t", "eq_attr", "one"), False),
+        Check(Cond("missing", "eq_attr", "missing2"), False),
+        Check(Cond("n", "eq_attr", "n"), False, on_item=False),
+    ],
+}
+
+
+def _disagreements(table: Any, checks: list[Check]) -> list[str]:
+    """Each check whose answer is not DynamoDB's, as ``condition -> got, DynamoDB: expected``."""
+    table.put({"pk": K[0], "sk": K[1], **TYPED})
+    wrong = []
+    for check in checks:
+        got: bool | type[Exception]
+        try:
+            if check.on_item:
+                got = table.update(K, set={"touched": 1}, condition=check.condition) is not None
+            else:
+                got = table.delete(NO_ITEM, condition=check.condition)
+        except Exception as error:  # noqa: BLE001 - an error is an answer to compare too
+            got = type(error)
+        if got != check.expected:
+            where = "" if check.on_item else " (no item)"
+            wrong.append(f"{check.condition}{where} -> {got}, DynamoDB: {check.expected}")
+    assert table.get(NO_ITEM) is None, "a condition on no item created none"
+    return wrong
+
+
+@pytest.mark.parametrize("op", list(AGREED))
+def test_comparisons_answer_as_dynamodb(table: Any, op: Op) -> None:
+    assert _disagreements(table, AGREED[op]) == []
+
+
+@pytest.mark.parametrize("op", list(MOTO_DIFFERS))
+def test_comparisons_where_moto_differs(request: pytest.FixtureRequest, table: Any, op: Op) -> None:
+    if isinstance(table, DynamoTable):
+        request.applymarker(
+            pytest.mark.xfail(reason="moto compares as Python does, not as DynamoDB", strict=True)
+        )
+    assert _disagreements(table, MOTO_DIFFERS[op]) == []
+
+
+def test_requests_dynamodb_refuses_are_rejected(table: Any) -> None:
+    with pytest.raises(RequestRejectedError, match=r"400 KB|maximum allowed size"):
+        table.put({"pk": "P#big", "sk": "S#1", "blob": "x" * (401 * 1024)})
+    table.put({"pk": K[0], "sk": K[1], "n": 1})
+    with pytest.raises(RequestRejectedError, match=r"one item|multiple operations"):
+        table.transact(
+            [Write("update", K, add={"n": 1}), Write("check", K, condition=Cond("n", "exists"))]
+        )
+    assert table.get(("P#big", "S#1")) is None
+    assert table.get(K) == {"pk": K[0], "sk": K[1], "n": 1}
 
 
 def test_delete_query_and_batch_get(table: Any) -> None:

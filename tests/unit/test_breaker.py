@@ -7,6 +7,7 @@ import threading
 import typing
 
 import pytest
+from tests.helpers.clock import FakeClock
 
 from stepcrawl.breaker import (
     BREAKER_TTL,
@@ -16,27 +17,19 @@ from stepcrawl.breaker import (
     BreakerConfig,
     BreakerState,
     Outcome,
-    breaker_key,
 )
 from stepcrawl.errors import ConfigError
 from stepcrawl.fetch.classify import Outcome as FetchOutcome
+from stepcrawl.keys import breaker_key
 from stepcrawl.storage import MemoryTable
 
 HOST = "shop.example"
 T0 = 1_000_000.0
 
 
-class Clock:
-    def __init__(self, now: float = T0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def make(config: BreakerConfig | None = None) -> tuple[BreakerBook, MemoryTable, Clock]:
+def make(config: BreakerConfig | None = None) -> tuple[BreakerBook, MemoryTable, FakeClock]:
     table = MemoryTable()
-    clock = Clock()
+    clock = FakeClock(T0)
     return BreakerBook(table, config or BreakerConfig(), clock), table, clock
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from tests.helpers.clock import FakeClock
 
 from stepcrawl.fetch import FetchPolicy
 from stepcrawl.fetch.robots import ROBOTS_MAX_BYTES, RobotsAnswer, RobotsCache, rules_from_answer
@@ -69,14 +70,6 @@ class Script:
         return self.answer
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_concurrent_lookups_share_one_download() -> None:
     script = Script(RobotsAnswer(200, TEXT))
     cache = RobotsCache(script)
@@ -111,9 +104,9 @@ def test_robots_url_per_origin() -> None:
     ]
 
 
-def test_expiry_and_error_ttl() -> None:
+def test_expiry_and_error_ttl(clock: FakeClock) -> None:
     script = Script(RobotsAnswer(503))
-    clock = Clock()
+    clock.now = 0.0  # the cache's clock is monotonic: any origin will do
     cache = RobotsCache(script, clock=clock)
     key = ("https", "example.com", 443)
 

@@ -11,11 +11,12 @@ import json
 import threading
 import time
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
+from tests.helpers.clock import FakeClock
 
 from stepcrawl.errors import ConfigError
 from stepcrawl.local.scheduler import (
@@ -86,14 +87,6 @@ def utc(
     return datetime(year, month, day, hour, minute, second, us, tzinfo=UTC)
 
 
-class FakeClock:
-    def __init__(self, now: datetime) -> None:
-        self.now = now
-
-    def __call__(self) -> datetime:
-        return self.now
-
-
 def run_fake(
     specs: list[ScheduleSpec],
     start: datetime,
@@ -109,13 +102,13 @@ def run_fake(
     done = threading.Event()
 
     def sleep(seconds: float) -> None:
-        clock.now += timedelta(seconds=seconds)
-        if clock.now >= until:
+        clock.advance(seconds)
+        if clock.utc() >= until:
             done.set()
             scheduler.stop()
 
     scheduler = LocalScheduler(
-        specs, fire or (lambda spec, at: None), clock=clock, sleep=sleep, max_wait=86400
+        specs, fire or (lambda spec, at: None), clock=clock.utc, sleep=sleep, max_wait=86400
     )
     scheduler.start()
     assert done.wait(5), "the fake run did not reach its end"
@@ -320,15 +313,15 @@ def test_an_exception_in_fire_does_not_stop_later_fires(caplog: pytest.LogCaptur
     assert "StartExecution failed" in caplog.text
 
 
-def test_occurrences_older_than_the_maximum_event_age_are_dropped() -> None:
+def test_occurrences_older_than_the_maximum_event_age_are_dropped(clock: FakeClock) -> None:
     # The machine slept for ten minutes: the sweeper (60 s maximum event age) fires the one
     # occurrence that is still fresh, not a burst of ten.
-    clock = FakeClock(utc(2026, 1, 1))
+    clock.set(utc(2026, 1, 1))
     spec = ScheduleSpec("sweeper", "rate(1 minute)", max_event_age=60)
-    scheduler = LocalScheduler([spec], lambda s, at: None, clock=clock)
+    scheduler = LocalScheduler([spec], lambda s, at: None, clock=clock.utc)
 
     assert scheduler.tick() == 1.0  # primes; the first fire is a minute away, capped at 1 s
-    clock.now = utc(2026, 1, 1, 0, 10, 30)
+    clock.set(utc(2026, 1, 1, 0, 10, 30))
     scheduler.tick()
 
     assert scheduler.history == [("sweeper", utc(2026, 1, 1, 0, 10))]
@@ -336,10 +329,10 @@ def test_occurrences_older_than_the_maximum_event_age_are_dropped() -> None:
     assert scheduler.next_fire_times() == {"sweeper": utc(2026, 1, 1, 0, 11)}
 
 
-def test_tick_reports_the_wait_until_the_next_fire() -> None:
-    clock = FakeClock(utc(2026, 1, 1, 0, 0, 59, 750000))
+def test_tick_reports_the_wait_until_the_next_fire(clock: FakeClock) -> None:
+    clock.set(utc(2026, 1, 1, 0, 0, 59, 750000))
     scheduler = LocalScheduler(
-        [ScheduleSpec("minutely", "cron(* * * * ? *)")], lambda s, at: None, clock=clock
+        [ScheduleSpec("minutely", "cron(* * * * ? *)")], lambda s, at: None, clock=clock.utc
     )
 
     assert scheduler.tick() == pytest.approx(0.25)

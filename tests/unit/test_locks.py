@@ -7,6 +7,7 @@ import threading
 import time
 
 import pytest
+from tests.helpers.clock import FakeClock
 
 from stepcrawl.errors import RetryableError
 from stepcrawl.locks import Lease, LeaseLock, LockBusy, LockLost
@@ -17,40 +18,24 @@ LEASE = 10.0
 SKEW = 1.0
 
 
-class Clock:
-    def __init__(self, now: float = 1_000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-
-
 @pytest.fixture
 def table() -> MemoryTable:
     return MemoryTable()
 
 
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-def make(table: MemoryTable, clock: Clock, owner: str) -> LeaseLock:
+def make(table: MemoryTable, clock: FakeClock, owner: str) -> LeaseLock:
     return LeaseLock(table, KEY, owner=owner, lease=LEASE, clock=clock, skew=SKEW)
 
 
-def test_acquire_sets_owner_expiry_and_first_fence(table: MemoryTable, clock: Clock) -> None:
+def test_acquire_sets_owner_expiry_and_first_fence(table: MemoryTable, clock: FakeClock) -> None:
     lease = make(table, clock, "a").acquire()
     assert lease is not None
-    assert (lease.owner, lease.fence, lease.expires) == ("a", 1, 1_000.0 + LEASE)
+    assert (lease.owner, lease.fence, lease.expires) == ("a", 1, clock.now + LEASE)
     assert lease.item == {
         "pk": KEY[0],
         "sk": KEY[1],
         "owner": "a",
-        "expires": 1_010.0,
+        "expires": clock.now + LEASE,
         "fence": 1,
     }
     assert table.items[KEY]["owner"] == "a"
@@ -62,7 +47,7 @@ def test_default_owner_is_unique_per_lock(table: MemoryTable) -> None:
     assert len(first.owner) == 32
 
 
-def test_release_frees_the_lock_and_keeps_the_fence(table: MemoryTable, clock: Clock) -> None:
+def test_release_frees_the_lock_and_keeps_the_fence(table: MemoryTable, clock: FakeClock) -> None:
     a, b = make(table, clock, "a"), make(table, clock, "b")
     lease = a.acquire()
     assert lease is not None
@@ -76,7 +61,7 @@ def test_release_frees_the_lock_and_keeps_the_fence(table: MemoryTable, clock: C
     assert again.fence == 2
 
 
-def test_release_twice_is_refused(table: MemoryTable, clock: Clock) -> None:
+def test_release_twice_is_refused(table: MemoryTable, clock: FakeClock) -> None:
     a = make(table, clock, "a")
     lease = a.acquire()
     assert lease is not None
@@ -84,7 +69,7 @@ def test_release_twice_is_refused(table: MemoryTable, clock: Clock) -> None:
     assert not a.release(lease)
 
 
-def test_busy_while_held_even_by_the_same_owner(table: MemoryTable, clock: Clock) -> None:
+def test_busy_while_held_even_by_the_same_owner(table: MemoryTable, clock: FakeClock) -> None:
     a, b = make(table, clock, "a"), make(table, clock, "b")
     assert a.acquire() is not None
     assert b.acquire() is None
@@ -93,7 +78,7 @@ def test_busy_while_held_even_by_the_same_owner(table: MemoryTable, clock: Clock
     assert b.acquire() is None
 
 
-def test_takeover_only_after_lease_plus_skew(table: MemoryTable, clock: Clock) -> None:
+def test_takeover_only_after_lease_plus_skew(table: MemoryTable, clock: FakeClock) -> None:
     a, b = make(table, clock, "a"), make(table, clock, "b")
     held = a.acquire()
     assert held is not None
@@ -107,7 +92,7 @@ def test_takeover_only_after_lease_plus_skew(table: MemoryTable, clock: Clock) -
     assert taken.expires == pytest.approx(clock.now + LEASE)
 
 
-def test_zero_skew_takes_over_right_after_expiry(table: MemoryTable, clock: Clock) -> None:
+def test_zero_skew_takes_over_right_after_expiry(table: MemoryTable, clock: FakeClock) -> None:
     a = LeaseLock(table, KEY, owner="a", lease=LEASE, clock=clock, skew=0)
     b = LeaseLock(table, KEY, owner="b", lease=LEASE, clock=clock, skew=0)
     held = a.acquire()
@@ -118,7 +103,7 @@ def test_zero_skew_takes_over_right_after_expiry(table: MemoryTable, clock: Cloc
     assert b.acquire() is not None
 
 
-def test_fences_strictly_increase_across_holders(table: MemoryTable, clock: Clock) -> None:
+def test_fences_strictly_increase_across_holders(table: MemoryTable, clock: FakeClock) -> None:
     locks = [make(table, clock, f"o{i}") for i in range(5)]
     fences: list[int] = []
     for round_ in range(4):
@@ -134,7 +119,7 @@ def test_fences_strictly_increase_across_holders(table: MemoryTable, clock: Cloc
 
 
 def test_stale_holder_cannot_renew_or_release_after_takeover(
-    table: MemoryTable, clock: Clock
+    table: MemoryTable, clock: FakeClock
 ) -> None:
     a, b = make(table, clock, "a"), make(table, clock, "b")
     stale = a.acquire()
@@ -159,7 +144,7 @@ def test_stale_holder_cannot_renew_or_release_after_takeover(
     assert b.release(fresh)
 
 
-def test_same_owner_id_is_fenced_by_the_fence_alone(table: MemoryTable, clock: Clock) -> None:
+def test_same_owner_id_is_fenced_by_the_fence_alone(table: MemoryTable, clock: FakeClock) -> None:
     # Two contenders that (wrongly) share an owner id are still told apart by the fence.
     first, second = make(table, clock, "same"), make(table, clock, "same")
     stale = first.acquire()
@@ -170,7 +155,7 @@ def test_same_owner_id_is_fenced_by_the_fence_alone(table: MemoryTable, clock: C
     assert table.items[KEY]["owner"] == "same"
 
 
-def test_renew_extends_and_keeps_the_fence(table: MemoryTable, clock: Clock) -> None:
+def test_renew_extends_and_keeps_the_fence(table: MemoryTable, clock: FakeClock) -> None:
     a, b = make(table, clock, "a"), make(table, clock, "b")
     lease = a.acquire()
     assert lease is not None
@@ -184,7 +169,7 @@ def test_renew_extends_and_keeps_the_fence(table: MemoryTable, clock: Clock) -> 
     assert a.release(lease)  # the original Lease object still releases: same fence
 
 
-def test_renew_after_expiry_without_takeover_is_safe(table: MemoryTable, clock: Clock) -> None:
+def test_renew_after_expiry_without_takeover_is_safe(table: MemoryTable, clock: FakeClock) -> None:
     a, b = make(table, clock, "a"), make(table, clock, "b")
     lease = a.acquire()
     assert lease is not None
@@ -194,7 +179,7 @@ def test_renew_after_expiry_without_takeover_is_safe(table: MemoryTable, clock: 
     assert b.acquire() is None
 
 
-def test_renew_after_release_fails(table: MemoryTable, clock: Clock) -> None:
+def test_renew_after_release_fails(table: MemoryTable, clock: FakeClock) -> None:
     a = make(table, clock, "a")
     lease = a.acquire()
     assert lease is not None
@@ -203,7 +188,7 @@ def test_renew_after_release_fails(table: MemoryTable, clock: Clock) -> None:
     assert "owner" not in table.items[KEY]
 
 
-def test_other_attributes_survive_acquire(table: MemoryTable, clock: Clock) -> None:
+def test_other_attributes_survive_acquire(table: MemoryTable, clock: FakeClock) -> None:
     table.put({"pk": KEY[0], "sk": KEY[1], "host_next": {"a.com": 1_005.0}, "fence": 7})
     lease = make(table, clock, "a").acquire()
     assert lease is not None
@@ -213,7 +198,7 @@ def test_other_attributes_survive_acquire(table: MemoryTable, clock: Clock) -> N
 
 
 def test_release_sets_and_removes_attributes_and_keeps_the_rest(
-    table: MemoryTable, clock: Clock
+    table: MemoryTable, clock: FakeClock
 ) -> None:
     table.put({"pk": KEY[0], "sk": KEY[1], "keep": 1, "drop": 2, "host_next": {"old": 1.0}})
     a = make(table, clock, "a")
@@ -240,7 +225,7 @@ def test_release_sets_and_removes_attributes_and_keeps_the_rest(
     ],
 )
 def test_release_refuses_to_touch_lock_attributes(
-    table: MemoryTable, clock: Clock, set_: dict[str, int] | None, remove: tuple[str, ...]
+    table: MemoryTable, clock: FakeClock, set_: dict[str, int] | None, remove: tuple[str, ...]
 ) -> None:
     a = make(table, clock, "a")
     lease = a.acquire()
@@ -250,7 +235,7 @@ def test_release_refuses_to_touch_lock_attributes(
     assert table.items[KEY]["owner"] == "a"  # nothing was written
 
 
-def test_release_tolerates_lock_names_in_remove(table: MemoryTable, clock: Clock) -> None:
+def test_release_tolerates_lock_names_in_remove(table: MemoryTable, clock: FakeClock) -> None:
     a = make(table, clock, "a")
     lease = a.acquire()
     assert lease is not None
@@ -258,7 +243,7 @@ def test_release_tolerates_lock_names_in_remove(table: MemoryTable, clock: Clock
     assert "owner" not in table.items[KEY]
 
 
-def test_guard_is_the_fencing_condition(table: MemoryTable, clock: Clock) -> None:
+def test_guard_is_the_fencing_condition(table: MemoryTable, clock: FakeClock) -> None:
     a = make(table, clock, "a")
     lease = a.acquire()
     assert lease is not None
@@ -268,14 +253,14 @@ def test_guard_is_the_fencing_condition(table: MemoryTable, clock: Clock) -> Non
     assert table.items[KEY]["work"] == 1
 
 
-def test_owner_without_expiry_counts_as_free(table: MemoryTable, clock: Clock) -> None:
+def test_owner_without_expiry_counts_as_free(table: MemoryTable, clock: FakeClock) -> None:
     table.put({"pk": KEY[0], "sk": KEY[1], "owner": "ghost", "fence": 3})
     lease = make(table, clock, "a").acquire()
     assert lease is not None
     assert lease.fence == 4
 
 
-def test_holding_releases_on_normal_exit(table: MemoryTable, clock: Clock) -> None:
+def test_holding_releases_on_normal_exit(table: MemoryTable, clock: FakeClock) -> None:
     a = make(table, clock, "a")
     with a.holding() as lease:
         assert isinstance(lease, Lease)
@@ -283,7 +268,7 @@ def test_holding_releases_on_normal_exit(table: MemoryTable, clock: Clock) -> No
     assert "owner" not in table.items[KEY]
 
 
-def test_holding_releases_on_exception(table: MemoryTable, clock: Clock) -> None:
+def test_holding_releases_on_exception(table: MemoryTable, clock: FakeClock) -> None:
     a, b = make(table, clock, "a"), make(table, clock, "b")
     with pytest.raises(RuntimeError, match="boom"), a.holding():
         raise RuntimeError("boom")
@@ -291,7 +276,7 @@ def test_holding_releases_on_exception(table: MemoryTable, clock: Clock) -> None
     assert b.acquire() is not None  # free at once, no waiting for the lease
 
 
-def test_holding_raises_lock_busy_when_held(table: MemoryTable, clock: Clock) -> None:
+def test_holding_raises_lock_busy_when_held(table: MemoryTable, clock: FakeClock) -> None:
     a, b = make(table, clock, "a"), make(table, clock, "b")
     held = a.acquire()
     assert held is not None
@@ -303,7 +288,7 @@ def test_holding_raises_lock_busy_when_held(table: MemoryTable, clock: Clock) ->
     assert table.items[KEY]["owner"] == "a"  # the holder is untouched
 
 
-def test_holding_reports_a_lost_lease(table: MemoryTable, clock: Clock) -> None:
+def test_holding_reports_a_lost_lease(table: MemoryTable, clock: FakeClock) -> None:
     a, b = make(table, clock, "a"), make(table, clock, "b")
 
     def overrun() -> None:
@@ -317,7 +302,7 @@ def test_holding_reports_a_lost_lease(table: MemoryTable, clock: Clock) -> None:
 
 
 def test_holding_keeps_the_callers_exception_over_a_lost_lease(
-    table: MemoryTable, clock: Clock
+    table: MemoryTable, clock: FakeClock
 ) -> None:
     a, b = make(table, clock, "a"), make(table, clock, "b")
 

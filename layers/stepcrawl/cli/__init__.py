@@ -1,4 +1,4 @@
-"""The ``stepcrawl`` command line: validate, schema, compile, failures (runs: cloud_commands).
+"""The ``stepcrawl`` command line: validate, schema, compile (runs and stacks: cloud_commands).
 
 Exit codes: 0 success, 1 a run or operation failed, 2 invalid input (also typer's usage errors).
 """
@@ -14,7 +14,6 @@ from typing import Annotated, TypeVar
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from stepcrawl import __version__
 from stepcrawl.compiler import (
@@ -141,74 +140,6 @@ def schema(
     else:
         out_file.write_text(text, encoding="utf-8")
         err.print(f"wrote {out_file}")
-
-
-@app.command()
-def failures(
-    run: Annotated[str, typer.Argument(help="The run id (the execution name).")],
-    task: Annotated[str | None, typer.Option(help="Only this task.")] = None,
-    cls: Annotated[
-        str | None, typer.Option("--class", help="Only this class: fatal, transient, ...")
-    ] = None,
-    host: Annotated[str | None, typer.Option(help="Only this host.")] = None,
-    output: Annotated[OutputFormat, typer.Option("--format")] = OutputFormat.text,
-) -> None:
-    """List the URLs a run gave up on, grouped by task, failure class and host.
-
-    Reads the deployment's table (STEPCRAWL_TABLE; AWS credentials and region as usual, or
-    AWS_ENDPOINT_URL for a local endpoint).
-    """
-    from stepcrawl.crawl.failures import group_failures, list_failures  # noqa: PLC0415
-    from stepcrawl.runtime import table_from_env  # noqa: PLC0415
-
-    found = list_failures(_or_exit(table_from_env), run, task=task, cls=cls, host=host)
-    if output is OutputFormat.json:
-        out.print_json(json.dumps([f.__dict__ for f in found]))
-        return
-    if not found:
-        out.print(f"no failures recorded for run {run}")
-        return
-    groups = Table("task", "class", "host", "URLs")
-    for (task_id, failure_class, failure_host), n in sorted(group_failures(found).items()):
-        groups.add_row(task_id, failure_class, failure_host, str(n))
-    out.print(groups)
-    details = Table("url", "class", "status", "attempts", "last error")
-    for f in found:
-        details.add_row(f.url, f.cls, str(f.status or ""), str(f.attempts), f.reason)
-    out.print(details)
-
-
-@app.command()
-def redrive(
-    run: Annotated[str, typer.Argument(help="The run id (the execution name).")],
-    task: Annotated[str | None, typer.Option(help="Only this task.")] = None,
-    cls: Annotated[str | None, typer.Option("--class", help="Only this failure class.")] = None,
-    host: Annotated[str | None, typer.Option(help="Only this host.")] = None,
-) -> None:
-    """Put a run's failed URLs back into its frontier, with a fresh attempt budget.
-
-    Uses the deployment's environment (STEPCRAWL_TABLE, STEPCRAWL_FETCH_QUEUE_URL, ...).
-    """
-    from stepcrawl.crawl.failures import list_failures  # noqa: PLC0415
-    from stepcrawl.crawl.failures import redrive as redrive_failures  # noqa: PLC0415
-    from stepcrawl.runtime import services_from_env  # noqa: PLC0415
-
-    services = _or_exit(services_from_env)
-    found = list_failures(services.table, run, task=task, cls=cls, host=host)
-    moved = redrive_failures(services, run, found)
-    out.print(f"re-drove {moved} of {len(found)} failed URL(s) of run {run}")
-
-
-@app.command("redrive-dlq")
-def redrive_dlq(
-    dlq_url: Annotated[str, typer.Argument(help="The dead-letter queue's URL.")],
-    to: Annotated[str, typer.Option("--to", help="The queue the messages came from.")],
-) -> None:
-    """Move poison messages from a dead-letter queue back to their queue (after a fix)."""
-    from stepcrawl.storage.aws import SqsQueue  # noqa: PLC0415 - boto3 only here
-
-    moved = SqsQueue(dlq_url).move_to(to)
-    out.print(f"moved {moved} message(s) from {dlq_url} to {to}")
 
 
 def _or_exit(build: Callable[[], T]) -> T:

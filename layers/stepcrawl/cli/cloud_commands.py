@@ -1,6 +1,7 @@
-"""Commands that run pipelines: locally (run, demo, serve) and on a stack (start ... cancel).
+"""Commands that run pipelines: locally (run, demo, serve) and on a stack (start ... cancel,
+failures, redrive, redrive-dlq).
 
-``start``, ``status``, ``items`` and ``cancel`` find everything from the stack's outputs
+The commands on a stack find everything from its outputs
 (:class:`~stepcrawl.deployment.Deployment`): on AWS with the usual credentials, locally with
 the environment ``stepcrawl serve`` prints. Same code path either way.
 """
@@ -8,30 +9,60 @@ the environment ``stepcrawl serve`` prints. Same code path either way.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich.console import Console
+from rich.measure import Measurement
+from rich.table import Table
 
-from stepcrawl.cli import EXIT_INVALID, _load_or_exit, _or_exit, app, err, out
-from stepcrawl.errors import ConfigError
+from stepcrawl.cli import EXIT_INVALID, OutputFormat, _load_or_exit, _or_exit, app, err, out
+from stepcrawl.errors import ConfigError, InvalidPipelineError
+from stepcrawl.names import (
+    ENV_TABLE,
+    OUTPUT_CONTROL_DLQ_URL,
+    OUTPUT_CONTROL_QUEUE_URL,
+    OUTPUT_FETCH_DLQ_URL,
+    OUTPUT_FETCH_QUEUE_URL,
+    OUTPUT_PARSE_DLQ_URL,
+    OUTPUT_PARSE_QUEUE_URL,
+)
 
 if TYPE_CHECKING:
+    from stepcrawl.crawl.context import CrawlServices, StaticRegistry
+    from stepcrawl.crawl.failures import Failure
     from stepcrawl.deployment import Deployment, RunStatus
+    from stepcrawl.storage import Table as StoredTable
 
 __all__: list[str] = []
 
 EXIT_INTERRUPTED = 130
-StageOption = Annotated[
-    str,
+DEFAULT_STAGE = "dev"
+_STAGE_HELP = "The stack stepcrawl-<stage> (env STEPCRAWL_STAGE; `stepcrawl serve` uses local)."
+StageOption = Annotated[str, typer.Option("--stage", envvar="STEPCRAWL_STAGE", help=_STAGE_HELP)]
+#: ``None`` when neither ``--stage`` nor STEPCRAWL_STAGE chose one (see _functions_environment).
+ChosenStageOption = Annotated[
+    str | None,
     typer.Option(
         "--stage",
         envvar="STEPCRAWL_STAGE",
-        help="The stack stepcrawl-<stage> (env STEPCRAWL_STAGE; `stepcrawl serve` uses local).",
+        show_default=DEFAULT_STAGE,
+        help=_STAGE_HELP + " Without one, a function's own environment (STEPCRAWL_TABLE, ...) "
+        "is used if set.",
     ),
 ]
+#: The stack's queues by the name `stepcrawl redrive-dlq` takes: (dead-letter queue, queue).
+_QUEUES = {
+    "control": (OUTPUT_CONTROL_DLQ_URL, OUTPUT_CONTROL_QUEUE_URL),
+    "fetch": (OUTPUT_FETCH_DLQ_URL, OUTPUT_FETCH_QUEUE_URL),
+    "parse": (OUTPUT_PARSE_DLQ_URL, OUTPUT_PARSE_QUEUE_URL),
+}
+#: Wider than any table row: the bound when measuring a table's natural width.
+_UNBOUNDED_WIDTH = 10_000
 OutOption = Annotated[Path, typer.Option("--out", "-o", help="Where to write the results.")]
 
 
@@ -102,8 +133,8 @@ def serve(
 ) -> None:
     """Keep a local cloud up: the stack deployed, functions polling, schedules firing.
 
-    Prints the environment for the aws CLI, boto3 and `stepcrawl start/status/items/cancel`
-    to use it. Ctrl-C stops it (nothing is kept).
+    Prints the environment for the aws CLI, boto3 and `stepcrawl start/status/items/cancel/
+    failures/redrive` to use it. Ctrl-C stops it (nothing is kept).
     """
     from stepcrawl.local.cloud import LocalCloud, synthesize  # noqa: PLC0415 - heavy imports
     from stepcrawl.local.runner import staged_pipelines  # noqa: PLC0415
@@ -140,9 +171,9 @@ def start(
     wait: Annotated[bool, typer.Option("--wait", help="Follow it until it ends.")] = False,
 ) -> None:
     """Start a run of a deployed pipeline (an execution of its state machine)."""
-    from stepcrawl.deployment import Deployment, new_run_id  # noqa: PLC0415 - boto3
+    from stepcrawl.deployment import new_run_id  # noqa: PLC0415 - boto3
 
-    deployment = _or_exit(lambda: Deployment(stage))
+    deployment = _deployment(stage)
     run_name = run_id or new_run_id()
     arn = _or_exit(lambda: deployment.start(pipeline, run_name))
     out.print(run_name)
@@ -159,10 +190,9 @@ def status(
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """A run's state and, per task, its progress. Exit 1 if the run failed."""
-    from stepcrawl.deployment import Deployment  # noqa: PLC0415 - boto3
     from stepcrawl.local.progress import status_table  # noqa: PLC0415
 
-    deployment = _or_exit(lambda: Deployment(stage))
+    deployment = _deployment(stage)
     found = _follow(deployment, run_name) if wait else _or_exit(lambda: deployment.status(run_name))
     if as_json:
         out.print_json(
@@ -182,7 +212,7 @@ def status(
             )
         )
     else:
-        out.print(status_table(found))
+        _print_table(status_table(found))
     if found.status not in ("RUNNING", "SUCCEEDED"):
         raise typer.Exit(1)
 
@@ -196,9 +226,7 @@ def items(
     stage: StageOption = "dev",
 ) -> None:
     """A run's items as JSON lines on standard output."""
-    from stepcrawl.deployment import Deployment  # noqa: PLC0415 - boto3
-
-    deployment = _or_exit(lambda: Deployment(stage))
+    deployment = _deployment(stage)
     pipeline, _ = _or_exit(lambda: deployment.execution_arn(run_name))
     tasks = deployment.tasks(pipeline)
     consumed = {i for t in tasks.values() for i in t.inputs}
@@ -225,14 +253,178 @@ def cancel(
     stage: StageOption = "dev",
 ) -> None:
     """Stop a running run (its execution ends ABORTED; in-flight pages are dropped)."""
-    from stepcrawl.deployment import Deployment  # noqa: PLC0415 - boto3
-
-    deployment = _or_exit(lambda: Deployment(stage))
+    deployment = _deployment(stage)
     before = _or_exit(lambda: deployment.cancel(run_name))
     if before == "RUNNING":
         out.print(f"run {run_name} stopped")
     else:
         out.print(f"run {run_name} had already ended ({before})")
+
+
+@app.command()
+def failures(
+    run_name: Annotated[str, typer.Argument(metavar="RUN", help="The run id.")],
+    task: Annotated[str | None, typer.Option(help="Only this task.")] = None,
+    cls: Annotated[
+        str | None, typer.Option("--class", help="Only this class: fatal, transient, ...")
+    ] = None,
+    host: Annotated[str | None, typer.Option(help="Only this host.")] = None,
+    output: Annotated[OutputFormat, typer.Option("--format")] = OutputFormat.text,
+    stage: ChosenStageOption = None,
+) -> None:
+    """List the URLs a run gave up on, grouped by task, failure class and host."""
+    from stepcrawl.crawl.failures import group_failures, list_failures  # noqa: PLC0415
+
+    table = _or_exit(lambda: _failures_table(stage))
+    found = list_failures(table, run_name, task=task, cls=cls, host=host)
+    if output is OutputFormat.json:
+        out.print_json(json.dumps([f.__dict__ for f in found]))
+        return
+    if not found:
+        out.print(f"no failures recorded for run {run_name}")
+        return
+    groups = Table("task", "class", "host", "URLs")
+    for (task_id, failure_class, failure_host), n in sorted(group_failures(found).items()):
+        groups.add_row(task_id, failure_class, failure_host, str(n))
+    _print_table(groups)
+    details = Table("url", "class", "status", "attempts", "last error")
+    for f in found:
+        details.add_row(f.url, f.cls, str(f.status or ""), str(f.attempts), f.reason)
+    _print_table(details)
+
+
+@app.command()
+def redrive(
+    run_name: Annotated[str, typer.Argument(metavar="RUN", help="The run id.")],
+    task: Annotated[str | None, typer.Option(help="Only this task.")] = None,
+    cls: Annotated[str | None, typer.Option("--class", help="Only this failure class.")] = None,
+    host: Annotated[str | None, typer.Option(help="Only this host.")] = None,
+    pipelines: Annotated[
+        Path,
+        typer.Option(
+            "--pipelines",
+            help="The pipeline files the stack was deployed from (a directory or a file).",
+        ),
+    ] = Path("pipelines"),
+    stage: ChosenStageOption = None,
+) -> None:
+    """Put a run's failed URLs back into its frontier, with a fresh attempt budget."""
+    from stepcrawl.crawl.failures import list_failures  # noqa: PLC0415
+    from stepcrawl.crawl.failures import redrive as redrive_failures  # noqa: PLC0415
+
+    services = _or_exit(lambda: _crawl_services(stage, pipelines))
+    found = list_failures(services.table, run_name, task=task, cls=cls, host=host)
+    _or_exit(lambda: _check_pipelines(services, run_name, found))
+    moved = redrive_failures(services, run_name, found)
+    out.print(f"re-drove {moved} of {len(found)} failed URL(s) of run {run_name}")
+
+
+@app.command("redrive-dlq")
+def redrive_dlq(
+    queue: Annotated[
+        str,
+        typer.Argument(
+            metavar="QUEUE",
+            help="control, fetch or parse: that queue of the stack gets its dead letters "
+            "back; or a dead-letter queue's URL, with --to.",
+        ),
+    ],
+    to: Annotated[
+        str | None, typer.Option("--to", help="With a URL: the queue the messages came from.")
+    ] = None,
+    stage: StageOption = DEFAULT_STAGE,
+) -> None:
+    """Move poison messages from a dead-letter queue back to their queue (after a fix)."""
+    from stepcrawl.storage.aws import SqsQueue  # noqa: PLC0415 - boto3 only here
+
+    if queue in _QUEUES and to is None:
+        deployment = _deployment(stage)
+        dead_letters_output, source_output = _QUEUES[queue]
+        dead_letters = _or_exit(lambda: deployment.queue(dead_letters_output))
+        target = _or_exit(lambda: deployment.output(source_output))
+    elif queue not in _QUEUES and to is not None:
+        dead_letters, target = SqsQueue(queue), to
+    else:
+        err.print(
+            f"[red]QUEUE is a queue of the stack ({', '.join(_QUEUES)}), or a dead-letter "
+            "queue's URL given with --to QUEUE_URL[/red]"
+        )
+        raise typer.Exit(EXIT_INVALID)
+    # A queue that does not exist is a ResourceNotFoundError (a ConfigError): exit 2, say so.
+    moved = _or_exit(lambda: dead_letters.move_to(target))
+    out.print(f"moved {moved} message(s) from {dead_letters.url} to {target}")
+
+
+def _deployment(stage: str) -> Deployment:
+    from stepcrawl.deployment import Deployment  # noqa: PLC0415 - boto3
+
+    return _or_exit(lambda: Deployment(stage))
+
+
+def _functions_environment(stage: str | None) -> bool:
+    """Whether failures/redrive use the functions' own environment (STEPCRAWL_TABLE, queue
+    URLs, ...) instead of the stack's outputs: only when it is set and no stage was chosen,
+    so that inside a function's shell (or a test setting it) they still work, and a chosen
+    stack always wins over a stray variable."""
+    return stage is None and bool(os.environ.get(ENV_TABLE))
+
+
+def _failures_table(stage: str | None) -> StoredTable:
+    if _functions_environment(stage):
+        from stepcrawl.runtime import table_from_env  # noqa: PLC0415
+
+        return table_from_env()
+    return _deployment(stage or DEFAULT_STAGE).table
+
+
+def _crawl_services(stage: str | None, pipelines: Path) -> CrawlServices:
+    if _functions_environment(stage):
+        from stepcrawl.runtime import services_from_env  # noqa: PLC0415
+
+        return services_from_env()
+    return _deployment(stage or DEFAULT_STAGE).crawl_services(_pipeline_files(pipelines))
+
+
+def _pipeline_files(path: Path) -> StaticRegistry:
+    """The valid pipelines under ``path``, by name and version. The stack keeps its pipeline
+    files only inside its functions' layer, out of a client's reach."""
+    from stepcrawl.crawl.context import StaticRegistry  # noqa: PLC0415
+    from stepcrawl.pipeline import discover, load_pipeline  # noqa: PLC0415
+
+    found = []
+    for file in discover([path]) if path.exists() else []:
+        try:
+            found.append(load_pipeline(file))
+        except InvalidPipelineError:
+            continue  # cannot be what was deployed: the stack validates every file
+    return StaticRegistry(found)
+
+
+def _check_pipelines(services: CrawlServices, run_name: str, found: list[Failure]) -> None:
+    """Every re-driven task's pipeline version must be known before anything moves: the
+    re-drive looks it up only after it has put the URLs back, to feed them."""
+    from stepcrawl.crawl.failures import run_tasks  # noqa: PLC0415
+
+    records = run_tasks(services.table, run_name)
+    for task_id in sorted({f.task for f in found} & records.keys()):
+        pipeline, version = str(records[task_id]["pipeline"]), str(records[task_id]["version"])
+        try:
+            services.registry.get(pipeline, version)
+        except ConfigError as exc:
+            raise ConfigError(
+                f"cannot re-drive task {task_id} of run {run_name}: {exc} (--pipelines: the "
+                "pipeline files the stack was deployed from)"
+            ) from None
+
+
+def _print_table(table: Table, console: Console = out) -> None:
+    """Print ``table`` as wide as a terminal, or, when not a terminal (a CI log, a pipe, a
+    file), as wide as its content: such a console is 80 columns, and cutting task names,
+    states and URLs there loses them, while nothing needs that output to fit a screen."""
+    if not console.is_terminal:
+        options = console.options.update_width(_UNBOUNDED_WIDTH)
+        table.width = Measurement.get(console, options, table).maximum
+    console.print(table, crop=False)
 
 
 def _follow(deployment: Deployment, run_name: str) -> RunStatus:
@@ -243,8 +435,6 @@ def _follow(deployment: Deployment, run_name: str) -> RunStatus:
 
 
 def _summary(report: dict[str, object], out_dir: Path) -> None:
-    from rich.table import Table  # noqa: PLC0415
-
     table = Table("task", "type", "state", "items", "pages", "pages/s", "fetch p50/p95/p99 ms")
     tasks = report["tasks"]
     assert isinstance(tasks, dict)
@@ -259,7 +449,7 @@ def _summary(report: dict[str, object], out_dir: Path) -> None:
             str(info.get("pages_per_second") or ""),
             "/".join(str(fetch[k]) for k in ("p50", "p95", "p99")) if fetch else "",
         )
-    out.print(table)
+    _print_table(table)
     out.print(
         f"run {report['run']}: {report['status']} in {report['seconds']}s; "
         f"{report['failures']} failed URL(s); results in {out_dir}/ "

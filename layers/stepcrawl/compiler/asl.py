@@ -32,13 +32,13 @@ from typing import Any
 
 from stepcrawl.compiler.plan import Block, Leaf, Plan, Series, plan_dag
 from stepcrawl.errors import SubstitutionError
+from stepcrawl.keys import run_lock_key
 from stepcrawl.names import (
     CONTROL_MESSAGE_VERSION,
     PLACEHOLDER_CONTROL_QUEUE_URL,
     PLACEHOLDER_TABLE_NAME,
-    RUN_LOCK_SK,
+    REPLACED_ERROR,
     TASK_FAILED_ERROR,
-    pipeline_pk,
 )
 from stepcrawl.pipeline.models import Pipeline
 
@@ -258,7 +258,8 @@ class _Compiler:
     # ------------------------------------------------------------------ run lock
 
     def lock_key(self) -> dict[str, Any]:
-        return {"pk": {"S": pipeline_pk(self.pipeline.name)}, "sk": {"S": RUN_LOCK_SK}}
+        pk, sk = run_lock_key(self.pipeline.name)
+        return {"pk": {"S": pk}, "sk": {"S": sk}}
 
     def put_lock(
         self, condition: str, values: dict[str, Any] | None, next_on_conflict: str
@@ -364,7 +365,7 @@ class _Compiler:
                 "Resource": "arn:aws:states:::aws-sdk:sfn:stopExecution",
                 "Parameters": {
                     "ExecutionArn.$": "$.lock.Item.holder.S",
-                    "Error": "Stepcrawl.Replaced",
+                    "Error": REPLACED_ERROR,
                     "Cause.$": "States.Format('replaced by run {}', $$.Execution.Name)",
                 },
                 "ResultPath": None,

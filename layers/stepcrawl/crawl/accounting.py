@@ -29,25 +29,25 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stepcrawl.crawl.context import CrawlServices
-from stepcrawl.crawl.keys import failures_pk, task_key, url_hash, url_key
 from stepcrawl.crawl.messages import UrlRef
+from stepcrawl.crawl.states import TaskState, UrlState
 from stepcrawl.errors import RetryableError
 from stepcrawl.extract.urls import url_host
+from stepcrawl.keys import failure_key, ledger_key, running_key, task_key, url_hash, url_key
+from stepcrawl.names import TOO_MANY_FAILURES_ERROR
 from stepcrawl.storage import All, Cond, TransactionConflict, Usage, Write
 
 __all__ = [
-    "RUNNING_PK",
     "PageCommit",
     "count_bundle",
     "create_task_record",
     "failure_record",
+    "mark_running",
     "maybe_finish",
     "stamp_pages",
     "task_summary",
 ]
 
-RUNNING, FINISHING, SUCCEEDED, FAILED = "running", "finishing", "succeeded", "failed"
-RUNNING_PK = "RUNNING"  # partition listing the crawl tasks that are running (for the sweeper)
 _MAX_CONFLICTS = 8
 LEDGER_TTL = 7 * 86400  # seconds a bundle's ledger item is kept (DynamoDB TTL)
 _COUNTERS = (
@@ -92,13 +92,14 @@ def create_task_record(
     max_pages: int,
 ) -> bool:
     """Create the task record counting ``seeds`` claimed URLs; ``False`` if it exists."""
+    pk, sk = task_key(run, task)
     record: dict[str, Any] = {
-        "pk": task_key(run, task)[0],
-        "sk": task_key(run, task)[1],
+        "pk": pk,
+        "sk": sk,
         "token": token,
         "pipeline": pipeline,
         "version": version,
-        "status": RUNNING,
+        "status": TaskState.RUNNING,
         "started_at": services.clock(),
         "heartbeat_at": services.clock(),
         "budget": max_pages - seeds,
@@ -106,18 +107,19 @@ def create_task_record(
     }
     record["claimed"] = seeds
     created = services.table.put(record, condition=Cond("pk", "not_exists"))
-    # The sweeper's list of live tasks (written every time: a crash may have left it out).
-    services.table.put(
-        {
-            "pk": RUNNING_PK,
-            "sk": f"{run}#{task}",
-            "run": run,
-            "task": task,
-            "pipeline": pipeline,
-            "version": version,
-        }
-    )
+    # Written every time: a crash may have left it out.
+    mark_running(services, run=run, task=task, pipeline=pipeline, version=version)
     return created
+
+
+def mark_running(
+    services: CrawlServices, *, run: str, task: str, pipeline: str, version: str
+) -> None:
+    """Put the task on the list of running tasks, which the periodic sweep walks."""
+    pk, sk = running_key(run, task)
+    services.table.put(
+        {"pk": pk, "sk": sk, "run": run, "task": task, "pipeline": pipeline, "version": version}
+    )
 
 
 def stamp_pages(
@@ -139,9 +141,10 @@ def stamp_pages(
 
 
 def failure_record(run: str, task: str, page: PageCommit, now: float) -> dict[str, Any]:
+    pk, sk = failure_key(run, task, page.ref.url)
     return {
-        "pk": failures_pk(run, task),
-        "sk": url_hash(page.ref.url),
+        "pk": pk,
+        "sk": sk,
         "url": page.ref.url,
         "host": url_host(page.ref.url),
         "class": page.failure or "fatal",
@@ -168,7 +171,10 @@ def count_bundle(
     is over.
     """
     spent = {f"u_{k}": v for k, v in (usage or Usage()).as_dict().items()}
-    ledger = (f"RUN#{run}", f"LEDGER#{task}#{bundle_id}")
+    ledger = ledger_key(run, task, bundle_id)
+    # Children trimmed by the budget are counted as skipped in the same transaction as the
+    # ledger, so a redelivery that trims them again does not count them twice.
+    discovered = sum(len(p.children) for p in mine)
     conflicts = 0
     while True:
         children = sum(len(p.children) for p in mine)
@@ -195,11 +201,14 @@ def count_bundle(
                     "failed": sum(not p.ok for p in mine),
                     "items": sum(p.items for p in mine),
                     "dropped": sum(p.dropped for p in mine),
+                    "skipped": discovered - children,
                     "parser_errors": sum(p.failure == "parser" for p in mine),
                     "bytes": sum(p.size for p in mine),
                     **spent,
                 },
-                condition=All((Cond("status", "eq", RUNNING), Cond("budget", "ge", children))),
+                condition=All(
+                    (Cond("status", "eq", TaskState.RUNNING), Cond("budget", "ge", children))
+                ),
             ),
         ]
         try:
@@ -216,7 +225,7 @@ def count_bundle(
                     raise RetryableError("task record too contended; SQS will redeliver") from None
                 time.sleep(random.uniform(0, 0.02 * 2**conflicts))  # noqa: S311 - jitter
                 continue
-            if record.get("status") != RUNNING:
+            if record.get("status") != TaskState.RUNNING:
                 return []  # finished or cancelled meanwhile: nothing more to record
             _trim(services, run, task, mine, max(0, int(record.get("budget", 0))))
             continue
@@ -229,7 +238,7 @@ def _stamp(services: CrawlServices, run: str, task: str, bundle_id: str, page: P
     new = services.table.update(
         key,
         set={
-            "state": "done" if page.ok else "failed",
+            "state": UrlState.DONE if page.ok else UrlState.FAILED,
             "status": page.status,
             "reason": page.reason,
             "items": page.items,
@@ -242,7 +251,7 @@ def _stamp(services: CrawlServices, run: str, task: str, bundle_id: str, page: P
             "fetch_ms": round(page.fetch_ms, 1),
             "parse_ms": round(page.parse_ms, 1),
         },
-        condition=Cond("state", "eq", "pending"),
+        condition=Cond("state", "eq", UrlState.PENDING),
     )
     if new is not None:
         return True
@@ -266,8 +275,8 @@ def _skip(services: CrawlServices, run: str, task: str, page: PageCommit) -> Non
     for child in page.children:
         services.table.update(
             url_key(run, task, child.url),
-            set={"state": "skipped", "reason": "max_pages"},
-            condition=All((Cond("owner", "eq", owner), Cond("state", "eq", "pending"))),
+            set={"state": UrlState.SKIPPED, "reason": "max_pages"},
+            condition=All((Cond("owner", "eq", owner), Cond("state", "eq", UrlState.PENDING))),
         )
 
 
@@ -280,10 +289,10 @@ def maybe_finish(services: CrawlServices, run: str, task: str, max_error_ratio: 
     """
     key = task_key(run, task)
     record = services.table.get(key, consistent=True)
-    if record is None or record.get("status") not in (RUNNING, FINISHING):
+    if record is None or record.get("status") not in (TaskState.RUNNING, TaskState.FINISHING):
         return False
     now = services.clock()
-    if record["status"] == RUNNING:
+    if record["status"] == TaskState.RUNNING:
         if record["claimed"] != record["finished"]:
             if now - float(record.get("heartbeat_at", 0)) >= services.config.heartbeat_every:
                 services.tokens.heartbeat(record["token"])
@@ -291,8 +300,10 @@ def maybe_finish(services: CrawlServices, run: str, task: str, max_error_ratio: 
             return False
         won = services.table.update(
             key,
-            set={"status": FINISHING, "finished_at": now},
-            condition=All((Cond("status", "eq", RUNNING), Cond("claimed", "eq_attr", "finished"))),
+            set={"status": TaskState.FINISHING, "finished_at": now},
+            condition=All(
+                (Cond("status", "eq", TaskState.RUNNING), Cond("claimed", "eq_attr", "finished"))
+            ),
         )
         if won is None:
             return False
@@ -302,16 +313,18 @@ def maybe_finish(services: CrawlServices, run: str, task: str, max_error_ratio: 
     if ratio > max_error_ratio:
         services.tokens.fail(
             record["token"],
-            "Stepcrawl.TooManyFailures",
+            TOO_MANY_FAILURES_ERROR,
             f"{summary['pages_failed']} of {summary['pages']} pages failed "
             f"({ratio:.0%} > max_error_ratio {max_error_ratio:.0%})",
         )
-        final = FAILED
+        final = TaskState.FAILED
     else:
         services.tokens.succeed(record["token"], summary)
-        final = SUCCEEDED
-    services.table.update(key, set={"status": final}, condition=Cond("status", "eq", FINISHING))
-    services.table.delete((RUNNING_PK, f"{run}#{task}"))
+        final = TaskState.SUCCEEDED
+    services.table.update(
+        key, set={"status": final}, condition=Cond("status", "eq", TaskState.FINISHING)
+    )
+    services.table.delete(running_key(run, task))
     return True
 
 
@@ -332,6 +345,7 @@ def task_summary(record: dict[str, Any]) -> dict[str, Any]:
         "pages_failed": int(record.get("failed", 0)),
         "items": int(record.get("items", 0)),
         "items_dropped": int(record.get("dropped", 0)),
+        "pages_skipped": int(record.get("skipped", 0)),
         "parser_errors": int(record.get("parser_errors", 0)),
         "bytes": int(record.get("bytes", 0)),
         "duration_s": round(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 
-from stepcrawl.crawl.keys import url_hash
+from stepcrawl.keys import url_hash
 
 __all__ = ["ClaimCache"]
 

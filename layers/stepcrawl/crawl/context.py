@@ -7,33 +7,30 @@ from the in-memory storage. The logic never constructs clients itself.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from stepcrawl.breaker import BreakerBook, BreakerConfig
 from stepcrawl.crawl.claimcache import ClaimCache
 from stepcrawl.errors import ConfigError
+from stepcrawl.names import ENV_FETCH_CONCURRENCY, ENV_SHARDS, ENV_WINDOW
 from stepcrawl.pipeline import Pipeline, load_pipeline
-from stepcrawl.storage import BlobStore, Meter, Queue, Table
+from stepcrawl.storage import BlobStore, Meter, Queue, Table, TableWriter
 
 __all__ = [
+    "DEPLOYED_SETTINGS",
     "CrawlConfig",
     "CrawlServices",
     "DirectoryRegistry",
     "PipelineRegistry",
     "StaticRegistry",
-    "TableWriter",
     "TaskTokens",
 ]
-
-
-class TableWriter(Protocol):
-    """Upserts into a user's table (the ``load`` stage's DynamoDB target)."""
-
-    def put_batch(self, items: Sequence[dict[str, Any]]) -> None: ...
 
 
 class TaskTokens(Protocol):
@@ -89,18 +86,62 @@ class DirectoryRegistry:
         return cached
 
 
-@dataclass(frozen=True)
-class CrawlConfig:
-    """Deployment-wide tuning (not per pipeline)."""
+class CrawlConfig(BaseModel):
+    """Deployment-wide tuning of the crawl engine (not per pipeline): the one source of these
+    settings, their defaults and their bounds.
 
-    shards: int = 4
-    window: int = 256  # URLs allowed in the fetch queue at once (all runs)
-    lease_seconds: float = 60.0
-    bundle_bytes: int = 200_000  # payload budget of one parse message (SQS max is 256 KiB)
-    inline_body_limit: int = 120_000  # compressed bodies above this go to the blob store
-    fetch_concurrency: int = 32
-    heartbeat_every: float = 60.0
-    breaker: BreakerConfig = field(default_factory=BreakerConfig)
+    The deployable ones (:data:`DEPLOYED_SETTINGS`) are CDK context keys of the same names:
+    the stack validates them here, passes them to the functions as environment variables
+    (:meth:`to_env`) and the functions read them back with :meth:`from_env`.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    shards: int = Field(4, ge=1, le=1024, description="frontier shards per crawl task")
+    window: int = Field(
+        256, ge=1, le=100_000, description="URLs allowed in the fetch queue at once (all runs)"
+    )
+    fetch_concurrency: int = Field(
+        32, ge=1, le=1000, description="concurrent requests inside one fetch invocation"
+    )
+    lease_seconds: float = Field(60.0, gt=0)
+    #: Payload budget of one parse message (SQS's maximum is 256 KiB).
+    bundle_bytes: int = Field(200_000, ge=1, le=250_000)
+    #: Compressed bodies above this go to the blob store instead of the parse message.
+    inline_body_limit: int = Field(120_000, ge=0)
+    heartbeat_every: float = Field(60.0, gt=0)
+    breaker: BreakerConfig = Field(default_factory=BreakerConfig)
+
+    def to_env(self) -> dict[str, str]:
+        """The deployable settings as the functions' environment variables."""
+        return {env: str(getattr(self, name)) for name, env in DEPLOYED_SETTINGS.items()}
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str]) -> CrawlConfig:
+        """Read the deployable settings back; every one must be set (the stack sets them)."""
+        missing = [env for env in DEPLOYED_SETTINGS.values() if not environ.get(env)]
+        if missing:
+            raise ConfigError(
+                f"environment variable(s) {', '.join(missing)} not set (the stack sets them)"
+            )
+        values = {name: environ[env] for name, env in DEPLOYED_SETTINGS.items()}
+        try:
+            return cls.model_validate(values)
+        except ValidationError as invalid:
+            problems = [
+                f"{DEPLOYED_SETTINGS[str(e['loc'][0])]}={values[str(e['loc'][0])]!r}: {e['msg']}"
+                for e in invalid.errors()
+            ]
+            raise ConfigError("; ".join(problems)) from None
+
+
+#: Settings a deployment chooses (CDK context key = field name) -> the environment variable
+#: that carries each to the functions.
+DEPLOYED_SETTINGS: Final[Mapping[str, str]] = {
+    "shards": ENV_SHARDS,
+    "window": ENV_WINDOW,
+    "fetch_concurrency": ENV_FETCH_CONCURRENCY,
+}
 
 
 @dataclass

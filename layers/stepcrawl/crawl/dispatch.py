@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from stepcrawl.crawl.accounting import RUNNING, create_task_record, maybe_finish
+from stepcrawl.crawl.accounting import create_task_record, maybe_finish
 from stepcrawl.crawl.context import CrawlServices
-from stepcrawl.crawl.frontier import claim, enqueue, sweep
+from stepcrawl.crawl.frontier import claim, enqueue, feed_all_shards
 from stepcrawl.crawl.items import task_items
-from stepcrawl.crawl.keys import task_key, url_key
 from stepcrawl.crawl.messages import ControlMessage, UrlRef
+from stepcrawl.crawl.states import TaskState, UrlState
 from stepcrawl.extract.urls import canonical_url
+from stepcrawl.keys import task_key, url_key
 from stepcrawl.pipeline import CrawlTask, Pipeline
 
 __all__ = ["SEED_OWNER", "handle_control", "start_crawl"]
@@ -56,17 +57,17 @@ def start_crawl(
     )
     if not created:
         record = services.table.get(task_key(run, task.id))
-        if record is None or record.get("status") != RUNNING:
+        if record is None or record.get("status") != TaskState.RUNNING:
             return  # already finished: the token was answered
         keys = [url_key(run, task.id, r.url) for r in owned]
         states = services.table.batch_get(keys, consistent=True)
         owned = [
             r
             for r in owned
-            if states.get(url_key(run, task.id, r.url), {}).get("state") == "pending"
+            if states.get(url_key(run, task.id, r.url), {}).get("state") == UrlState.PENDING
         ]
     enqueue(services, run, task.id, [(ref, SEED_OWNER) for ref in owned], SEED_OWNER)
-    sweep(
+    feed_all_shards(
         services,
         pipeline=pipeline.name,
         version=pipeline.version_hash(),

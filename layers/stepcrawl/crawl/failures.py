@@ -15,11 +15,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from stepcrawl.crawl.accounting import FINISHING, RUNNING, RUNNING_PK
+from stepcrawl.crawl.accounting import mark_running
 from stepcrawl.crawl.context import CrawlServices
-from stepcrawl.crawl.frontier import enqueue, sweep
-from stepcrawl.crawl.keys import failures_pk, task_key, url_hash, url_key
+from stepcrawl.crawl.frontier import enqueue, feed_all_shards
 from stepcrawl.crawl.messages import UrlRef
+from stepcrawl.crawl.states import TaskState, UrlState
+from stepcrawl.keys import TASK_PREFIX, failure_key, failures_pk, run_pk, task_key, url_key
 from stepcrawl.storage import All, Cond, Table, TransactionConflict, Write
 
 __all__ = ["Failure", "group_failures", "list_failures", "redrive", "run_tasks"]
@@ -56,8 +57,8 @@ class Failure:
 
 def run_tasks(table: Table, run: str) -> dict[str, dict[str, Any]]:
     """The task records of a run, by task id."""
-    records = table.query(f"RUN#{run}", sk_prefix="TASK#", consistent=True)
-    return {str(r["sk"]).removeprefix("TASK#"): r for r in records}
+    records = table.query(run_pk(run), sk_prefix=TASK_PREFIX, consistent=True)
+    return {str(r["sk"]).removeprefix(TASK_PREFIX): r for r in records}
 
 
 def list_failures(
@@ -87,11 +88,15 @@ def group_failures(failures: Iterable[Failure]) -> Counter[tuple[str, str, str]]
 def redrive(services: CrawlServices, run: str, failures: Iterable[Failure]) -> int:
     """Put failed URLs back into the frontier with a fresh attempt budget; how many."""
     tasks = run_tasks(services.table, run)
+    chosen = [f for f in failures if f.task in tasks]
+    # Every pipeline first: a URL moved back to pending whose pipeline cannot be found would
+    # never be fed (a ConfigError here moves nothing).
+    pipelines = {
+        f.task: services.registry.get(str(tasks[f.task]["pipeline"]), str(tasks[f.task]["version"]))
+        for f in chosen
+    }
     moved: dict[str, list[UrlRef]] = {}
-    for failure in failures:
-        record = tasks.get(failure.task)
-        if record is None:
-            continue
+    for failure in chosen:
         if _reopen(services, run, failure):
             ref = UrlRef(url=failure.url, depth=failure.depth)
             moved.setdefault(failure.task, []).append(ref)
@@ -103,19 +108,11 @@ def redrive(services: CrawlServices, run: str, failures: Iterable[Failure]) -> i
             (r, str(owners.get(url_key(run, task_id, r.url), {}).get("owner", ""))) for r in refs
         ]
         enqueue(services, run, task_id, pairs, f"redrive-{int(services.clock())}")
-        record = tasks[task_id]
-        pipeline = services.registry.get(str(record["pipeline"]), str(record["version"]))
-        services.table.put(
-            {
-                "pk": RUNNING_PK,
-                "sk": f"{run}#{task_id}",
-                "run": run,
-                "task": task_id,
-                "pipeline": pipeline.name,
-                "version": pipeline.version_hash(),
-            }
+        pipeline = pipelines[task_id]
+        mark_running(
+            services, run=run, task=task_id, pipeline=pipeline.name, version=pipeline.version_hash()
         )
-        sweep(
+        feed_all_shards(
             services,
             pipeline=pipeline.name,
             version=pipeline.version_hash(),
@@ -132,20 +129,20 @@ def _reopen(services: CrawlServices, run: str, failure: Failure) -> bool:
         Write(
             "update",
             url_key(run, failure.task, failure.url),
-            set={"state": "pending", "attempts": 0, "reason": "redriven"},
-            condition=Cond("state", "eq", "failed"),
+            set={"state": UrlState.PENDING, "attempts": 0, "reason": "redriven"},
+            condition=Cond("state", "eq", UrlState.FAILED),
         ),
         Write(
             "update",
             task_key(run, failure.task),
-            set={"status": RUNNING},
+            set={"status": TaskState.RUNNING},
             add={"finished": -1, "failed": -1},
-            condition=All((Cond("status", "ne", FINISHING), Cond("finished", "ge", 1))),
+            condition=All((Cond("status", "ne", TaskState.FINISHING), Cond("finished", "ge", 1))),
         ),
     ]
     try:
         services.table.transact(writes)
     except TransactionConflict:
         return False  # not failed any more (re-driven already), or its task is finishing
-    services.table.delete((failures_pk(run, failure.task), url_hash(failure.url)))
+    services.table.delete(failure_key(run, failure.task, failure.url))
     return True

@@ -20,18 +20,18 @@ from stepcrawl.breaker import BreakerState
 from stepcrawl.crawl.context import CrawlServices
 from stepcrawl.crawl.frontier import enqueue
 from stepcrawl.crawl.hosts import HostView, note_crawl_delay, pause_host, read_hosts
-from stepcrawl.crawl.keys import url_hash, url_key
 from stepcrawl.crawl.messages import FetchMessage, PageEnvelope, ParseBundle, UrlRef
 from stepcrawl.crawl.paths import body_key
+from stepcrawl.crawl.states import UrlState
+from stepcrawl.errors import FatalError
 from stepcrawl.extract.urls import url_host
 from stepcrawl.fetch import FetchPolicy, FetchResult
+from stepcrawl.keys import url_hash, url_key
 from stepcrawl.names import METRIC_BREAKER_TRANSITIONS
 from stepcrawl.pipeline import CrawlTask, Pipeline
-from stepcrawl.storage import OutMessage
+from stepcrawl.storage import MAX_SQS_DELAY, OutMessage
 
 __all__ = ["BatchFetcher", "fetch_policy", "process_fetch_batch"]
-
-MAX_SQS_DELAY = 900
 
 
 class BatchFetcher(Protocol):
@@ -70,7 +70,8 @@ async def process_fetch_batch(
     for (pipeline_name, version, run, task_id), group in groups.items():
         pipeline = services.registry.get(pipeline_name, version)
         task = pipeline.task(task_id)
-        assert isinstance(task, CrawlTask)
+        if not isinstance(task, CrawlTask):
+            raise FatalError(f"task {task_id} of {pipeline_name} is not a crawl task")
         todo = _still_pending(services, run, task_id, group)
         hosts = read_hosts(services, run, task_id, [m.shard for m in todo])
         breakers = services.breaker.states({url_host(m.ref.url) for m in todo})
@@ -150,7 +151,7 @@ def _still_pending(
     unique: dict[str, FetchMessage] = {}
     for message in messages:
         record = records.get(url_key(run, task, message.ref.url))
-        if record is not None and record.get("state") == "pending":
+        if record is not None and record.get("state") == UrlState.PENDING:
             unique.setdefault(message.ref.url, message)
     return list(unique.values())
 

@@ -18,24 +18,35 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from stepcrawl.crawl.context import CrawlServices
 from stepcrawl.crawl.hosts import HostView
-from stepcrawl.crawl.keys import backlog_pk, shard_key, url_key
 from stepcrawl.crawl.messages import FetchMessage, UrlRef
 from stepcrawl.crawl.ring import shard_of
+from stepcrawl.crawl.states import UrlState
 from stepcrawl.extract.urls import url_host
+from stepcrawl.keys import backlog_pk, shard_key, url_key
 from stepcrawl.locks import LeaseLock
-from stepcrawl.storage import OutMessage
+from stepcrawl.storage import MAX_SQS_DELAY, OutMessage
 
-__all__ = ["claim", "enqueue", "feed", "sweep"]
+__all__ = ["ShardRef", "claim", "enqueue", "feed", "feed_all_shards"]
 
-MAX_SQS_DELAY = 900
 FEED_ROUNDS = 4
 LEASE_SKEW = 1.0  # seconds of clock difference between Lambdas a shard lease tolerates
 CHUNK_BYTES = 300_000  # per backlog item, under DynamoDB's 400 KB with room for the key
-URL_PENDING = "pending"
+
+
+@dataclass(frozen=True)
+class ShardRef:
+    """One shard of a task's frontier, and the pipeline version its fetch messages name."""
+
+    pipeline: str
+    version: str
+    run: str
+    task: str
+    shard: int
 
 
 def claim(
@@ -65,7 +76,7 @@ def claim(
                 set_if_absent={
                     "url": url,
                     "depth": ref.depth,
-                    "state": URL_PENDING,
+                    "state": UrlState.PENDING,
                     "owner": owner,
                     "shard": shard_of(url_host(url), services.config.shards),
                 },
@@ -147,7 +158,7 @@ def feed(
     """
     if free is None:
         free = services.config.window - services.fetch_queue.approximate_depth()
-    where = (pipeline, version, run, task, shard)
+    where = ShardRef(pipeline, version, run, task, shard)
     total = 0
     for _ in range(FEED_ROUNDS):
         if free <= 0 or not services.table.query(
@@ -162,13 +173,10 @@ def feed(
     return total
 
 
-def _feed_once(
-    services: CrawlServices, where: tuple[str, str, str, str, int], free: int, delay: float
-) -> int | None:
-    _, _, run, task, shard = where
+def _feed_once(services: CrawlServices, where: ShardRef, free: int, delay: float) -> int | None:
     lock = LeaseLock(
         services.table,
-        shard_key(run, task, shard),
+        shard_key(where.run, where.task, where.shard),
         lease=services.config.lease_seconds,
         clock=services.clock,
         skew=LEASE_SKEW,
@@ -196,10 +204,11 @@ def _feed_chunks(
     free: int,
     now: float,
     delay: float,
-    where: tuple[str, str, str, str, int],
+    where: ShardRef,
 ) -> int:
-    pipeline, version, run, task, shard = where
-    chunks = services.table.query(backlog_pk(run, task, shard), limit=25, consistent=True)
+    chunks = services.table.query(
+        backlog_pk(where.run, where.task, where.shard), limit=25, consistent=True
+    )
     # A host whose breaker is open is not fed: its URLs wait here. A half-open host gets
     # exactly one URL (its probe); `probes` counts them down.
     admission = services.breaker.admit({url_host(e["u"]) for c in chunks for e in c["urls"]})
@@ -224,12 +233,12 @@ def _feed_chunks(
                 continue
             host_next[host] = at + hosts.spacing(host, delay)
             message = FetchMessage(
-                pipeline=pipeline,
-                version=version,
-                run=run,
-                task=task,
+                pipeline=where.pipeline,
+                version=where.version,
+                run=where.run,
+                task=where.task,
                 ref=UrlRef(url=entry["u"], depth=entry["d"], attempt=entry.get("a", 1)),
-                shard=shard,
+                shard=where.shard,
             )
             out.append(OutMessage(message.model_dump_json(), math.ceil(at - now)))
         if rest:
@@ -248,7 +257,7 @@ def _feed_chunks(
     return len(out)
 
 
-def sweep(
+def feed_all_shards(
     services: CrawlServices, *, pipeline: str, version: str, run: str, task: str, delay: float
 ) -> int:
     """Feed every shard of a task that has a backlog, sharing one measure of the window.

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stepcrawl.crawl.context import CrawlServices
-from stepcrawl.crawl.keys import shard_key
+from stepcrawl.keys import shard_key
 from stepcrawl.storage import AnyOf, Cond
 
 __all__ = ["HostView", "note_crawl_delay", "pause_host", "read_hosts"]

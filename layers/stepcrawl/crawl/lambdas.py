@@ -15,7 +15,7 @@ from stepcrawl.crawl.messages import ControlMessage, FetchMessage, ParseBundle
 from stepcrawl.crawl.parse_stage import process_bundle
 from stepcrawl.crawl.sweeper import sweep_running
 
-__all__ = ["SqsRecord", "dispatch_record", "fetch_records", "parse_record", "sweep"]
+__all__ = ["SqsRecord", "dispatch_record", "fetch_records", "parse_record", "run_sweeper"]
 
 
 class SqsRecord(Protocol):
@@ -45,7 +45,7 @@ def parse_record(services: CrawlServices, body: str) -> int:
         return process_bundle(services, ParseBundle.model_validate_json(body))
 
 
-def sweep(services: CrawlServices) -> dict[str, int]:
+def run_sweeper(services: CrawlServices) -> dict[str, int]:
     """The scheduled sweep; its counts go to the log."""
     report = sweep_running(services)
     return {

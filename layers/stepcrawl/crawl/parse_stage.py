@@ -23,12 +23,12 @@ from typing import Any
 
 from stepcrawl.crawl.accounting import PageCommit, count_bundle, maybe_finish, stamp_pages
 from stepcrawl.crawl.context import CrawlServices
-from stepcrawl.crawl.frontier import claim, enqueue, sweep
-from stepcrawl.crawl.keys import url_hash
+from stepcrawl.crawl.frontier import claim, enqueue, feed_all_shards
 from stepcrawl.crawl.messages import PageEnvelope, ParseBundle, UrlRef
 from stepcrawl.crawl.paths import items_part_key
 from stepcrawl.errors import FatalError
 from stepcrawl.extract import parse_page
+from stepcrawl.keys import url_hash
 from stepcrawl.pipeline import CrawlTask
 
 __all__ = ["process_bundle"]
@@ -70,7 +70,7 @@ def process_bundle(services: CrawlServices, bundle: ParseBundle) -> int:
         # (carried in the message, so a redelivery rewrites the same chunk).
         f"{min(e.fetched_at for e in bundle.pages)}#{bundle.bundle_id}",
     )
-    sweep(
+    feed_all_shards(
         services,
         pipeline=bundle.pipeline,
         version=bundle.version,

@@ -4,7 +4,8 @@ Outputs have deterministic keys (``items/<pipeline>/<run>/<task>/parts/part-NNNN
 a redelivered control message re-runs the stage over the same inputs, overwrites the same
 objects and answers the token again (Step Functions keeps the first answer). A
 :class:`~stepcrawl.errors.FatalError` (bad data, ``on_error: fail``, too many invalid items)
-fails the task; anything else is raised for SQS to redeliver.
+or a :class:`~stepcrawl.errors.ConfigError` (a load target that does not exist) fails the
+task; anything else is raised for SQS to redeliver.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from stepcrawl.etl import (
     run_transform,
     run_validate,
 )
+from stepcrawl.names import error_name
 from stepcrawl.pipeline import (
     DynamoDBTarget,
     LoadTask,
@@ -49,8 +51,10 @@ def run_stage(
     run = message.run_id
     try:
         summary = _run(services, pipeline, task, run)
-    except FatalError as error:
-        services.tokens.fail(message.task_token, f"Stepcrawl.{type(error).__name__}", str(error))
+    except (FatalError, ConfigError) as error:
+        # A ConfigError here is the deployment's or the user's (a load target that does not
+        # exist, access denied): a redelivery cannot fix it, so the task fails with its reason.
+        services.tokens.fail(message.task_token, error_name(error), str(error))
         return
     services.tokens.succeed(message.task_token, summary)
 

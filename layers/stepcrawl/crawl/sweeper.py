@@ -12,10 +12,11 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from stepcrawl.crawl.accounting import RUNNING_PK, maybe_finish
+from stepcrawl.crawl.accounting import maybe_finish
 from stepcrawl.crawl.context import CrawlServices
-from stepcrawl.crawl.frontier import sweep
+from stepcrawl.crawl.frontier import feed_all_shards
 from stepcrawl.errors import StepcrawlError
+from stepcrawl.keys import RUNNING_PK
 
 __all__ = ["SweepReport", "sweep_running"]
 
@@ -39,7 +40,7 @@ def sweep_running(services: CrawlServices) -> SweepReport:
         try:
             pipeline = services.registry.get(str(entry["pipeline"]), str(entry["version"]))
             settings = pipeline.settings_for(task)
-            report.sent += sweep(
+            report.sent += feed_all_shards(
                 services,
                 pipeline=pipeline.name,
                 version=pipeline.version_hash(),

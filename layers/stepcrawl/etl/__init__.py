@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from stepcrawl.errors import CorruptItemsError, LoadError, TransformError
 from stepcrawl.etl.items_io import ItemWriter, iter_items
-from stepcrawl.etl.load import LoadContext, TableWriter, format_prefix, load_dynamodb, load_s3
+from stepcrawl.etl.load import LoadContext, format_prefix, load_dynamodb, load_s3
 from stepcrawl.etl.stats import LoadStats, TransformStats
 from stepcrawl.etl.transform import run_transform
 from stepcrawl.etl.types import Item, ItemSink, ItemSource
@@ -25,7 +25,6 @@ __all__ = [
     "LoadContext",
     "LoadError",
     "LoadStats",
-    "TableWriter",
     "TransformError",
     "TransformStats",
     "ValidateOutcome",

@@ -11,7 +11,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final, Protocol
+from typing import Final
 
 from stepcrawl.errors import LoadError
 from stepcrawl.etl.columns import Columns
@@ -28,13 +28,12 @@ from stepcrawl.etl.spool import Spool
 from stepcrawl.etl.stats import LoadStats
 from stepcrawl.etl.types import Item
 from stepcrawl.pipeline.models import DynamoDBTarget, S3Target
-from stepcrawl.storage.protocols import BlobStore
+from stepcrawl.storage.protocols import BlobStore, TableWriter
 
 __all__ = [
     "DYNAMODB_BATCH",
     "DYNAMODB_MAX_ITEM_BYTES",
     "LoadContext",
-    "TableWriter",
     "format_prefix",
     "load_dynamodb",
     "load_s3",
@@ -145,23 +144,6 @@ def _load_jsonl(
     stats.deleted_stale = writer.deleted
     stats.bytes_written = writer.bytes_written
     return stats
-
-
-class TableWriter(Protocol):
-    """Puts items into one DynamoDB table (the adapter behind :func:`load_dynamodb`).
-
-    ``put_batch`` gets at most 25 items with distinct keys (one ``BatchWriteItem``) and must
-    write all of them or raise: it retries ``UnprocessedItems`` with backoff and raises
-    :class:`~stepcrawl.errors.RetryableError` when throttling persists. Items hold plain JSON
-    values, floats included; boto3 rejects ``float``, so the adapter converts numbers to
-    ``Decimal`` via their text (``Decimal(repr(x))``, or ``json.loads(..., parse_float=Decimal)``)
-    and never ``Decimal(x)``, whose binary expansion (0.1 -> 0.1000000000000000055...) would be
-    stored. NaN and infinities cannot occur: the item reader rejects them.
-    """
-
-    def put_batch(self, items: Sequence[Item]) -> None:
-        """Put these items (each replaces any item with the same key)."""
-        ...
 
 
 def _key_problem(item: Item, key: Sequence[str]) -> tuple[str, str] | None:

@@ -58,20 +58,19 @@ _HANDLERS = ("dispatch", "fetch", "parse", "sweeper")
 
 
 def synthesize(pipelines_dir: Path, *, stage: str = LOCAL_STAGE) -> dict[str, Any]:
-    """The stack's CloudFormation template (from a checkout: the CDK app lives in infra/)."""
+    """The stack's CloudFormation template, synthesized by the CDK app (``infra``, shipped in
+    this distribution; its libraries are the ``cdk`` extra)."""
     os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
-    if str(ROOT) not in sys.path and (ROOT / "infra" / "app.py").exists():
-        sys.path.insert(0, str(ROOT))
     try:
         from aws_cdk.assertions import Template  # noqa: PLC0415 - the cdk extra
-        from infra.app import build_app  # noqa: PLC0415 - in a checkout only
+        from infra.app import build_app  # noqa: PLC0415
+        from infra.config import cdk_json_context  # noqa: PLC0415
     except ImportError as exc:
         raise ConfigError(
-            f"the local cloud needs the CDK app and its libraries ({exc}); run it from a "
-            "checkout with `make setup`"
+            f"the local cloud needs the CDK app's libraries ({exc}); install the cdk extra "
+            "(`make setup` does)"
         ) from None
-    context: dict[str, Any] = json.loads((ROOT / "cdk.json").read_text(encoding="utf-8"))["context"]
-    context |= {
+    context = cdk_json_context() | {
         "aws:cdk:bundling-stacks": [],  # the functions run here: no layer to build
         "pipelines_dir": str(pipelines_dir.resolve()),
         "stage": stage,

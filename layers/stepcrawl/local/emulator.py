@@ -1,11 +1,12 @@
 """The embedded AWS of local mode: moto on 127.0.0.1, with the stack's own resources.
 
 The CloudFormation template that ``cdk synth`` produces is deployed into moto, so local mode
-has no second, hand-kept list of resources. moto needs a few fix-ups (measured, see the shared
-notes): no bootstrap version parameter or rules, no ``Custom::`` resources; asset objects must
-exist (empty zips stand in: the functions run in-process); and state machines created by
-CloudFormation land in moto's non-executing backend, so they are re-created, with the same
-names and definitions, once execution is switched on.
+has no second, hand-kept list of resources. moto needs a few fix-ups (each met in practice;
+docs/architecture.md, "moto, made faithful where we rely on it"): no bootstrap version
+parameter or rules, no ``Custom::`` resources; asset objects must exist (empty zips stand in:
+the functions run in-process); and state machines created by CloudFormation land in moto's
+non-executing backend, so they are re-created, with the same names and definitions, once
+execution is switched on.
 """
 
 from __future__ import annotations
@@ -33,9 +34,10 @@ __all__ = ["DeployedStack", "Emulator", "moto_ready_template"]
 ACCOUNT = "123456789012"
 LOCAL_CREDENTIAL = "local"  # moto accepts anything; not a secret
 REGION = "us-east-1"
-# moto cannot create these through CloudFormation; local mode plays them itself (schedules
-# fire from the template's own expressions, alarms are evaluated locally).
-_DROPPED_PREFIXES = ("Custom::", "AWS::CloudWatch::Alarm", "AWS::Scheduler::")
+# moto cannot create these through CloudFormation. Schedules are played by local mode itself,
+# from the template's own expressions (local/scheduler.py). ``Custom::`` resources are run by
+# Lambda providers that moto would start in Docker (the stack has none today).
+_DROPPED_PREFIXES = ("Custom::", "AWS::Scheduler::")
 
 
 def moto_ready_template(template: dict[str, Any]) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from boto3.dynamodb.types import TypeDeserializer
 
 from stepcrawl.crawl.failures import list_failures
 from stepcrawl.deployment import Deployment, RunStatus, TaskStatus
+from stepcrawl.names import OUTPUT_TABLE_NAME
 
 __all__ = ["percentiles", "write_run_outputs"]
 
@@ -139,7 +140,7 @@ def _scan(deployment: Deployment, prefix: str) -> Iterator[dict[str, Any]]:
     decode = TypeDeserializer().deserialize
     paginator = deployment.client("dynamodb").get_paginator("scan")
     for page in paginator.paginate(
-        TableName=deployment.outputs["TableName"],
+        TableName=deployment.output(OUTPUT_TABLE_NAME),
         FilterExpression="begins_with(pk, :p)",
         ExpressionAttributeValues={":p": {"S": prefix}},
     ):

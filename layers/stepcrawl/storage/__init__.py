@@ -5,19 +5,26 @@ from __future__ import annotations
 from stepcrawl.storage.memory import MemoryBlobStore, MemoryQueue, MemoryTableWriter
 from stepcrawl.storage.memory_table import MemoryTable
 from stepcrawl.storage.meter import Meter, Usage
-from stepcrawl.storage.protocols import BlobStore, OutMessage, Queue
+from stepcrawl.storage.protocols import (
+    MAX_SQS_DELAY,
+    BlobStore,
+    OutMessage,
+    Queue,
+    Table,
+    TableWriter,
+)
 from stepcrawl.storage.table import (
     All,
     AnyOf,
     Cond,
     Condition,
     Key,
-    Table,
     TransactionConflict,
     Write,
 )
 
 __all__ = [
+    "MAX_SQS_DELAY",
     "All",
     "AnyOf",
     "BlobStore",
@@ -32,6 +39,7 @@ __all__ = [
     "OutMessage",
     "Queue",
     "Table",
+    "TableWriter",
     "TransactionConflict",
     "Usage",
     "Write",

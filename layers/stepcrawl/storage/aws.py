@@ -2,24 +2,52 @@
 
 They work against AWS and against moto (in-process or server) alike, and report what each
 call bills to the :class:`~stepcrawl.storage.meter.Meter`.
+
+Every AWS call goes through :func:`_call`, so every AWS error leaves as a class of
+:mod:`stepcrawl.errors`, decided in one place (:func:`_map_client_error`): throttling and
+server-side failures are retryable, a missing table, queue or bucket and a refused permission
+are configuration errors, anything else AWS refuses is fatal for the work at hand. A failed
+condition stays an answer (``False``/``None``, or :class:`TransactionConflict`), not an error.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from decimal import Decimal
-from typing import Any
+from typing import Any, Final
 
 import boto3
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
-from botocore.exceptions import ClientError
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    CredentialRetrievalError,
+    HTTPClientError,
+    IncompleteReadError,
+    NoCredentialsError,
+    NoRegionError,
+    ParamValidationError,
+    PartialCredentialsError,
+)
+from botocore.exceptions import ConnectionError as BotoConnectionError
+from botocore.exceptions import ValidationError as BotoValidationError
 
-from stepcrawl.errors import RetryableError
+from stepcrawl.errors import (
+    AccessDeniedError,
+    ConfigError,
+    RequestRejectedError,
+    ResourceNotFoundError,
+    RetryableError,
+    ServiceUnavailableError,
+    StepcrawlError,
+    ThrottledError,
+)
 from stepcrawl.storage.meter import Meter, item_size, read_units, write_units
 from stepcrawl.storage.protocols import OutMessage, sqs_batches
 from stepcrawl.storage.table import (
+    COMPARATORS,
     All,
     AnyOf,
     Cond,
@@ -27,6 +55,7 @@ from stepcrawl.storage.table import (
     Key,
     TransactionConflict,
     Write,
+    validate,
 )
 
 __all__ = ["DynamoBatchWriter", "DynamoTable", "S3BlobStore", "SfnTokens", "SqsQueue"]
@@ -64,6 +93,149 @@ def _decode(item: Mapping[str, Any]) -> Item:
     return {k: _from_dynamo(_deserializer.deserialize(v)) for k, v in item.items()}
 
 
+# ---- AWS errors -> stepcrawl.errors, in one place ------------------------------------------
+
+# Throttling: botocore's own list (its "standard" retry mode, botocore/retries/standard.py),
+# which the SDK has already retried when we see one, plus the reasons DynamoDB gives for a
+# cancelled transaction.
+_THROTTLED: Final = frozenset(
+    {
+        "Throttling",
+        "ThrottlingException",
+        "ThrottledException",
+        "RequestThrottledException",
+        "TooManyRequestsException",
+        "ProvisionedThroughputExceededException",
+        "TransactionInProgressException",
+        "RequestLimitExceeded",
+        "BandwidthLimitExceeded",
+        "LimitExceededException",
+        "RequestThrottled",
+        "SlowDown",
+        "EC2ThrottledException",
+        "ProvisionedThroughputExceeded",  # a cancelled transaction's reasons
+        "ThrottlingError",
+    }
+)
+# Failures on AWS's side (any 5xx status counts too) and botocore's transient codes.
+_UNAVAILABLE: Final = frozenset(
+    {
+        "InternalServerError",
+        "InternalFailure",
+        "InternalError",
+        "ServiceUnavailable",
+        "ServiceUnavailableException",
+        "RequestTimeout",
+        "RequestTimeoutException",
+        "PriorRequestNotComplete",
+    }
+)
+_NOT_FOUND: Final = frozenset(
+    {
+        "ResourceNotFoundException",  # DynamoDB (table), Step Functions
+        "QueueDoesNotExist",  # SQS, JSON protocol
+        "AWS.SimpleQueueService.NonExistentQueue",  # SQS, the query-compatible code
+        "NoSuchBucket",
+        "StateMachineDoesNotExist",
+    }
+)
+_DENIED: Final = frozenset(
+    {
+        "AccessDenied",
+        "AccessDeniedException",
+        "UnrecognizedClientException",
+        "InvalidClientTokenId",
+        "KMS.AccessDeniedException",  # SQS on a queue encrypted with a key we may not use
+    }
+)
+# botocore's own errors with a clear meaning; any other one (a stub in tests, a bug) is left
+# as it is.
+_BOTOCORE_ERRORS: Final[tuple[type[BotoCoreError], ...]] = (
+    HTTPClientError,  # read timeouts, closed connections
+    BotoConnectionError,  # connect timeouts, unreachable endpoints
+    IncompleteReadError,
+    CredentialRetrievalError,  # the credentials endpoint did not answer
+    ParamValidationError,
+    BotoValidationError,
+    NoCredentialsError,
+    PartialCredentialsError,
+    NoRegionError,
+)
+_CONDITION_FAILED: Final = frozenset({"ConditionalCheckFailedException"})
+_NO_SUCH_KEY: Final = frozenset({"NoSuchKey", "404"})
+# A task token already answered, timed out or of a finished execution: nothing to do.
+_TOKEN_GONE: Final = frozenset({"TaskTimedOut", "TaskDoesNotExist", "InvalidToken"})
+
+
+def _error_class(code: str, status: int | None = None) -> type[StepcrawlError]:
+    """The class of an AWS error code (and HTTP status, when known); unknown codes are fatal:
+    AWS refused the request as made, and the SDK does not retry them either."""
+    if code in _THROTTLED:
+        return ThrottledError
+    if code in _UNAVAILABLE or (status or 0) >= 500:
+        return ServiceUnavailableError
+    if code in _NOT_FOUND:
+        return ResourceNotFoundError
+    if code in _DENIED:
+        return AccessDeniedError
+    return RequestRejectedError
+
+
+def _map_client_error(error: ClientError | BotoCoreError, about: str = "") -> StepcrawlError:
+    """The :mod:`stepcrawl.errors` exception for an AWS error of a request ``about`` a table,
+    queue or bucket (named in the message: AWS's own does not say which)."""
+    suffix = f" ({about})" if about else ""
+    if isinstance(error, ClientError):
+        code = str(error.response.get("Error", {}).get("Code", ""))
+        if code == "TransactionCanceledException":
+            return _cancelled(error)
+        status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        return _error_class(code, status)(f"{error}{suffix}")
+    if isinstance(error, ParamValidationError | BotoValidationError):
+        return RequestRejectedError(f"{error}{suffix}")
+    if isinstance(error, NoCredentialsError | PartialCredentialsError | NoRegionError):
+        return ConfigError(f"{error} (configure AWS credentials and a region: AWS_PROFILE...)")
+    return ServiceUnavailableError(f"{error}{suffix}")  # timeouts, lost connections
+
+
+def _cancelled(error: ClientError) -> StepcrawlError:
+    """A cancelled transaction: :class:`TransactionConflict` if only conditions (or another
+    transaction) stopped it, else the class of its other reasons, a fatal one first."""
+    reasons = error.response.get("CancellationReasons", [])
+    codes = {str(r.get("Code")) for r in reasons} - {"None"}
+    others = sorted(codes - {"ConditionalCheckFailed", "TransactionConflict"})
+    if others:
+        # Throttling, capacity or validation: not a condition the caller can resolve.
+        classes = [_error_class(code) for code in others]
+        chosen = next((c for c in classes if not issubclass(c, RetryableError)), classes[0])
+        return chosen(f"transaction cancelled: {others}")
+    failed = [i for i, r in enumerate(reasons) if r.get("Code") == "ConditionalCheckFailed"]
+    current = {i: (_decode(reasons[i]["Item"]) if reasons[i].get("Item") else None) for i in failed}
+    return TransactionConflict(failed, current)
+
+
+def _named(request: Mapping[str, Any]) -> str:
+    """The table(s), queue or bucket a request is about, for error messages."""
+    names = [str(request[k]) for k in ("TableName", "QueueUrl", "Bucket") if k in request]
+    return ", ".join([*names, *request.get("RequestItems", {})])
+
+
+def _call(
+    method: Callable[..., Any], request: Mapping[str, Any], *, answers: frozenset[str] = frozenset()
+) -> Any:
+    """``method(**request)``'s response; ``None`` for an error whose code is in ``answers`` (a
+    failed condition, a missing object: answers to the caller, not errors); any other AWS
+    error raised as its :mod:`stepcrawl.errors` class."""
+    try:
+        return method(**request)
+    except ClientError as error:
+        if error.response.get("Error", {}).get("Code") in answers:
+            return None
+        raise _map_client_error(error, _named(request)) from error
+    except _BOTOCORE_ERRORS as error:
+        raise _map_client_error(error, _named(request)) from error
+
+
 class _Expression:
     """Builds ConditionExpression / UpdateExpression text with placeholder names and values."""
 
@@ -82,10 +254,16 @@ class _Expression:
         return token
 
     def condition(self, condition: Condition) -> str:
+        # What DynamoDB would refuse is refused here, with the memory table's error: moto
+        # accepts some of it (an ordering against a list, a bool or null) and answers wrongly.
+        validate(condition)
+        return self._condition(condition)
+
+    def _condition(self, condition: Condition) -> str:
         if isinstance(condition, All):
-            return "(" + " AND ".join(self.condition(c) for c in condition.conditions) + ")"
+            return "(" + " AND ".join(self._condition(c) for c in condition.conditions) + ")"
         if isinstance(condition, AnyOf):
-            return "(" + " OR ".join(self.condition(c) for c in condition.conditions) + ")"
+            return "(" + " OR ".join(self._condition(c) for c in condition.conditions) + ")"
         return self._compare(condition)
 
     def _compare(self, cond: Cond) -> str:
@@ -96,8 +274,7 @@ class _Expression:
             return f"attribute_not_exists({name})"
         if cond.op == "eq_attr":
             return f"{name} = {self.name(str(cond.value))}"
-        symbol = {"eq": "=", "ne": "<>", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}[cond.op]
-        return f"{name} {symbol} {self.value(cond.value)}"
+        return f"{name} {COMPARATORS[cond.op]} {self.value(cond.value)}"
 
     def update(
         self,
@@ -130,12 +307,8 @@ class _Expression:
         return out
 
 
-def _condition_failed(error: ClientError) -> bool:
-    return error.response["Error"]["Code"] == "ConditionalCheckFailedException"
-
-
 class DynamoTable:
-    """:class:`~stepcrawl.storage.table.Table` on a DynamoDB table with ``pk``/``sk`` keys."""
+    """:class:`~stepcrawl.storage.protocols.Table` on a DynamoDB table with ``pk``/``sk`` keys."""
 
     def __init__(self, name: str, *, client: Any = None, meter: Meter | None = None) -> None:
         self.name = name
@@ -146,8 +319,9 @@ class DynamoTable:
         return {"pk": {"S": key[0]}, "sk": {"S": key[1]}}
 
     def get(self, key: Key, *, consistent: bool = True) -> Item | None:
-        raw = self.client.get_item(
-            TableName=self.name, Key=self._key(key), ConsistentRead=consistent
+        raw = _call(
+            self.client.get_item,
+            {"TableName": self.name, "Key": self._key(key), "ConsistentRead": consistent},
         )
         item = _decode(raw["Item"]) if "Item" in raw else None
         self.meter.ddb_read(read_units(item_size(item), consistent=consistent))
@@ -160,7 +334,7 @@ class DynamoTable:
             chunk = [self._key(k) for k in unique[start : start + 100]]
             request = {self.name: {"Keys": chunk, "ConsistentRead": consistent}}
             for attempt in range(10):
-                raw = self.client.batch_get_item(RequestItems=request)
+                raw = _call(self.client.batch_get_item, {"RequestItems": request})
                 for item in raw.get("Responses", {}).get(self.name, []):
                     decoded = _decode(item)
                     found[(decoded["pk"], decoded["sk"])] = decoded
@@ -169,7 +343,7 @@ class DynamoTable:
                     break
                 time.sleep(min(1.0, 0.02 * 2**attempt))  # throttled: back off before the rest
             else:
-                raise RetryableError(f"DynamoDB kept throttling reads of {self.name}")
+                raise ThrottledError(f"DynamoDB kept throttling reads of {self.name}")
         for key in unique:
             self.meter.ddb_read(read_units(item_size(found.get(key)), consistent=consistent))
         return found
@@ -181,13 +355,7 @@ class DynamoTable:
             extra["ConditionExpression"] = expr.condition(condition)
         kwargs = expr.kwargs(TableName=self.name, Item=_encode(item), **extra)
         self.meter.ddb_write(write_units(item_size(item)))
-        try:
-            self.client.put_item(**kwargs)
-        except ClientError as error:
-            if _condition_failed(error):
-                return False
-            raise
-        return True
+        return _call(self.client.put_item, kwargs, answers=_CONDITION_FAILED) is not None
 
     def update(
         self,
@@ -204,15 +372,14 @@ class DynamoTable:
         extra: dict[str, Any] = {"UpdateExpression": update, "ReturnValues": "ALL_NEW"}
         if condition is not None:
             extra["ConditionExpression"] = expr.condition(condition)
-        try:
-            raw = self.client.update_item(
-                **expr.kwargs(TableName=self.name, Key=self._key(key), **extra)
-            )
-        except ClientError as error:
-            self.meter.ddb_write(1.0)
-            if _condition_failed(error):
-                return None
-            raise
+        raw = _call(
+            self.client.update_item,
+            expr.kwargs(TableName=self.name, Key=self._key(key), **extra),
+            answers=_CONDITION_FAILED,
+        )
+        if raw is None:
+            self.meter.ddb_write(1.0)  # a failed condition is billed as a write
+            return None
         item = _decode(raw.get("Attributes", {}))
         self.meter.ddb_write(write_units(item_size(item)))
         return item
@@ -223,13 +390,8 @@ class DynamoTable:
         if condition is not None:
             extra["ConditionExpression"] = expr.condition(condition)
         self.meter.ddb_write(1.0)
-        try:
-            self.client.delete_item(**expr.kwargs(TableName=self.name, Key=self._key(key), **extra))
-        except ClientError as error:
-            if _condition_failed(error):
-                return False
-            raise
-        return True
+        request = expr.kwargs(TableName=self.name, Key=self._key(key), **extra)
+        return _call(self.client.delete_item, request, answers=_CONDITION_FAILED) is not None
 
     def query(
         self, pk: str, *, sk_prefix: str = "", limit: int | None = None, consistent: bool = False
@@ -248,7 +410,7 @@ class DynamoTable:
                 kwargs["Limit"] = limit - len(items)
             if start:
                 kwargs["ExclusiveStartKey"] = start
-            raw = self.client.query(**kwargs)
+            raw = _call(self.client.query, kwargs)
             items += [_decode(i) for i in raw.get("Items", [])]
             start = raw.get("LastEvaluatedKey")
             if not start or (limit is not None and len(items) >= limit):
@@ -262,21 +424,8 @@ class DynamoTable:
             self.meter.ddb_write(
                 write_units(item_size(write.item or dict(write.set)), transactional=True)
             )
-        try:
-            self.client.transact_write_items(TransactItems=actions)
-        except ClientError as error:
-            if error.response["Error"]["Code"] != "TransactionCanceledException":
-                raise
-            reasons = error.response.get("CancellationReasons", [])
-            codes = {r.get("Code") for r in reasons} - {None, "None"}
-            if codes - {"ConditionalCheckFailed", "TransactionConflict"}:
-                # Throttling, capacity or validation: not a condition the caller can resolve.
-                raise RetryableError(f"transaction cancelled: {sorted(map(str, codes))}") from error
-            failed = [i for i, r in enumerate(reasons) if r.get("Code") == "ConditionalCheckFailed"]
-            current = {
-                i: (_decode(reasons[i]["Item"]) if reasons[i].get("Item") else None) for i in failed
-            }
-            raise TransactionConflict(failed, current) from error
+        # A cancellation by conditions arrives as TransactionConflict (see _cancelled).
+        _call(self.client.transact_write_items, {"TransactItems": actions})
 
     def _action(self, write: Write) -> dict[str, Any]:
         expr = _Expression()
@@ -321,17 +470,26 @@ class SqsQueue:
 
     def _send(self, entries: list[dict[str, Any]], size: int) -> None:
         pending = entries
+        failures: list[dict[str, Any]] = []
         for _ in range(5):
             self.meter.sqs(size)
-            raw = self.client.send_message_batch(QueueUrl=self.url, Entries=pending)
-            failed = {f["Id"] for f in raw.get("Failed", []) if not f.get("SenderFault")}
-            sender = [f for f in raw.get("Failed", []) if f.get("SenderFault")]
+            raw = _call(self.client.send_message_batch, {"QueueUrl": self.url, "Entries": pending})
+            failures = raw.get("Failed", [])
+            sender = [f for f in failures if f.get("SenderFault")]
             if sender:
-                raise ValueError(f"SQS refused messages: {json.dumps(sender)[:500]}")
+                # The messages themselves are refused (too large, bad characters...): sending
+                # them again cannot help, so this is fatal unless the code says otherwise.
+                raise _error_class(str(sender[0].get("Code", "")))(
+                    f"SQS refused messages: {json.dumps(sender)[:500]}"
+                )
+            failed = {f["Id"] for f in failures}
             pending = [e for e in pending if e["Id"] in failed]
             if not pending:
                 return
-        raise RuntimeError(f"SQS kept failing {len(pending)} message(s)")
+        # SQS's side failed them every time: transient (or throttled, as their code says).
+        raise _error_class(str(failures[0].get("Code", "")), 500)(
+            f"SQS kept failing {len(pending)} message(s): {json.dumps(failures)[:500]}"
+        )
 
     def move_to(self, destination: str, *, limit: int = 100_000) -> int:
         """Move messages to another queue (a DLQ re-drive): receive, send, then delete.
@@ -342,8 +500,9 @@ class SqsQueue:
         moved = 0
         while moved < limit:
             self.meter.sqs(0)
-            raw = self.client.receive_message(
-                QueueUrl=self.url, MaxNumberOfMessages=10, VisibilityTimeout=60
+            raw = _call(
+                self.client.receive_message,
+                {"QueueUrl": self.url, "MaxNumberOfMessages": 10, "VisibilityTimeout": 60},
             )
             messages = raw.get("Messages", [])
             if not messages:
@@ -352,13 +511,10 @@ class SqsQueue:
                 [OutMessage(m["Body"]) for m in messages]
             )
             self.meter.sqs(0)
-            self.client.delete_message_batch(
-                QueueUrl=self.url,
-                Entries=[
-                    {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]}
-                    for i, m in enumerate(messages)
-                ],
-            )
+            entries = [
+                {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(messages)
+            ]
+            _call(self.client.delete_message_batch, {"QueueUrl": self.url, "Entries": entries})
             moved += len(messages)
         return moved
 
@@ -369,7 +525,9 @@ class SqsQueue:
             "ApproximateNumberOfMessagesDelayed",
         ]
         self.meter.sqs(0)
-        raw = self.client.get_queue_attributes(QueueUrl=self.url, AttributeNames=names)
+        raw = _call(
+            self.client.get_queue_attributes, {"QueueUrl": self.url, "AttributeNames": names}
+        )
         return sum(int(raw["Attributes"].get(n, 0)) for n in names)
 
 
@@ -383,16 +541,16 @@ class S3BlobStore:
 
     def put(self, key: str, body: bytes, *, content_type: str = "application/octet-stream") -> None:
         self.meter.s3()
-        self.client.put_object(Bucket=self.bucket, Key=key, Body=body, ContentType=content_type)
+        request = {"Bucket": self.bucket, "Key": key, "Body": body, "ContentType": content_type}
+        _call(self.client.put_object, request)
 
     def get(self, key: str) -> bytes:
         self.meter.s3()
-        try:
-            raw = self.client.get_object(Bucket=self.bucket, Key=key)
-        except ClientError as error:
-            if error.response["Error"]["Code"] in {"NoSuchKey", "404"}:
-                raise KeyError(key) from None
-            raise
+        raw = _call(
+            self.client.get_object, {"Bucket": self.bucket, "Key": key}, answers=_NO_SUCH_KEY
+        )
+        if raw is None:
+            raise KeyError(key)
         body: bytes = raw["Body"].read()
         return body
 
@@ -403,7 +561,7 @@ class S3BlobStore:
             kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix}
             if token:
                 kwargs["ContinuationToken"] = token
-            raw = self.client.list_objects_v2(**kwargs)
+            raw = _call(self.client.list_objects_v2, kwargs)
             for entry in raw.get("Contents", []):
                 yield str(entry["Key"])
             token = raw.get("NextContinuationToken")
@@ -414,10 +572,14 @@ class S3BlobStore:
         for start in range(0, len(keys), 1000):
             chunk = keys[start : start + 1000]
             self.meter.s3()
-            self.client.delete_objects(
-                Bucket=self.bucket,
-                Delete={"Objects": [{"Key": k} for k in chunk], "Quiet": True},
-            )
+            objects = {"Objects": [{"Key": k} for k in chunk], "Quiet": True}
+            raw = _call(self.client.delete_objects, {"Bucket": self.bucket, "Delete": objects})
+            # Per-key failures come in a 200 answer (a missing key is not one of them).
+            if errors := raw.get("Errors", []):
+                raise _error_class(str(errors[0].get("Code", "")))(
+                    f"S3 did not delete {len(errors)} object(s) of {self.bucket}: "
+                    f"{json.dumps(errors)[:500]}"
+                )
 
 
 class SfnTokens:
@@ -427,15 +589,7 @@ class SfnTokens:
         self.client: Any = client or boto3.client("stepfunctions")
 
     def _ignore_gone(self, call: Any, **kwargs: Any) -> None:
-        try:
-            call(**kwargs)
-        except ClientError as error:
-            if error.response["Error"]["Code"] not in {
-                "TaskTimedOut",
-                "TaskDoesNotExist",
-                "InvalidToken",
-            }:
-                raise
+        _call(call, kwargs, answers=_TOKEN_GONE)
 
     def succeed(self, token: str, output: dict[str, Any]) -> None:
         self._ignore_gone(self.client.send_task_success, taskToken=token, output=json.dumps(output))
@@ -462,9 +616,9 @@ class DynamoBatchWriter:
         for attempt in range(8):
             for item in items:
                 self.meter.ddb_write(write_units(item_size(item)))
-            raw = self.client.batch_write_item(RequestItems={self.table: requests})
+            raw = _call(self.client.batch_write_item, {"RequestItems": {self.table: requests}})
             requests = raw.get("UnprocessedItems", {}).get(self.table, [])
             if not requests:
                 return
             time.sleep(min(2.0, 0.05 * 2**attempt))
-        raise RetryableError(f"DynamoDB kept throttling writes to {self.table}")
+        raise ThrottledError(f"DynamoDB kept throttling writes to {self.table}")

@@ -1,4 +1,4 @@
-"""An in-memory :class:`~stepcrawl.storage.table.Table` with DynamoDB's semantics and billing."""
+"""An in-memory :class:`~stepcrawl.storage.protocols.Table`: DynamoDB's semantics and billing."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from stepcrawl.errors import RequestRejectedError
 from stepcrawl.storage.meter import Meter, item_size, read_units, write_units
 from stepcrawl.storage.table import (
     Condition,
@@ -28,7 +29,7 @@ def _check_size(item: Mapping[str, Any]) -> None:
     # DynamoDB refuses larger items (ValidationException); the memory table must too, or
     # tests would pass code that fails on AWS.
     if item_size(item) > MAX_ITEM_BYTES:
-        raise ValueError(f"item {item.get('pk')}/{item.get('sk')} is larger than 400 KB")
+        raise RequestRejectedError(f"item {item.get('pk')}/{item.get('sk')} is larger than 400 KB")
 
 
 def _key(item: Mapping[str, Any]) -> Key:
@@ -153,7 +154,8 @@ class MemoryTable:
                 size += max(item_size(old), size_new)
                 self.meter.ddb_write(write_units(max(item_size(old), size_new), transactional=True))
             if len({w.key for w in writes}) != len(writes):
-                raise ValueError("a transaction cannot write one item twice")
+                # DynamoDB's ValidationException, whatever the conditions say.
+                raise RequestRejectedError("a transaction cannot write one item twice")
             if failed:
                 raise TransactionConflict(failed, current)
             for item in staged.values():
