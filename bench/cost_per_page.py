@@ -1,13 +1,16 @@
 """What one crawled page costs on AWS: billed requests per page, and dollars per million pages.
 
 Runs the demo pipeline's crawl through the real stages (in-memory storage that meters every
-request as AWS bills it) against the generated demo shop on 127.0.0.1, then prices the figures
-at AWS list prices (us-east-1, on-demand; the table is below, with its date).
+request as AWS bills it) against the generated demo shop on 127.0.0.1, then prices the counts
+with the cost model (:mod:`stepcrawl.cost`: the shared, dated price table; us-east-1,
+on-demand, arm64 Lambda) under its default assumptions.
 
     .venv/bin/python bench/cost_per_page.py [--categories 8] [--products 60]
 
-Lambda is priced from the CPU time the stages used in this process, at 1024 MB: a lower bound
-(a fetch invocation also waits for the network, though its batch waits concurrently).
+Lambda is priced from the CPU time the stages used in this process plus the model's network
+wait of a fetch invocation; the state transitions are those of the compiled one-task
+pipeline's successful run. Logs and custom metrics are not measured here (no handlers run):
+`stepcrawl cost --report OUT/report.json` prices a local-cloud run, which measures them.
 """
 
 from __future__ import annotations
@@ -19,23 +22,14 @@ from pathlib import Path
 
 import yaml
 
+from stepcrawl.compiler import compile_pipeline, plan_dag
+from stepcrawl.cost import Counts, FunctionCounts, estimate, transitions_on_success
 from stepcrawl.crawl.context import CrawlConfig
 from stepcrawl.demo import DemoSite, ShopModel
 from stepcrawl.local import MemoryRunner
 from stepcrawl.pipeline import Pipeline
 
 ROOT = Path(__file__).resolve().parents[1]
-
-# AWS list prices, us-east-1, as published in November 2026 (USD).
-PRICES = {
-    "ddb_write_unit": 0.625 / 1e6,  # on-demand write request unit
-    "ddb_read_unit": 0.125 / 1e6,  # on-demand read request unit
-    "sqs_request": 0.40 / 1e6,  # standard queue, per 64 KiB chunk
-    "s3_request": 0.005 / 1e3,  # PUT/LIST class (GETs are cheaper: an upper bound)
-    "lambda_gb_second": 0.0000133334,  # arm64
-    "lambda_request": 0.20 / 1e6,
-}
-LAMBDA_GB = 1.0
 
 
 def main() -> None:
@@ -57,38 +51,31 @@ def main() -> None:
     (answer,) = runner.tokens.answers
     summary = answer.output
     pages = summary["pages"]
-    usage = runner.meter.snapshot()
     stats = runner.stats
-    invocations = stats.fetch_invocations + stats.parse_invocations + stats.dispatch_invocations
-    # Lambda's event-source mapping receives and deletes each batch: two requests per batch.
-    sqs = usage.sqs_requests + 2 * invocations
-    cpu = sum(stats.cpu_seconds.values())
-    per_page = {
-        "ddb_write_units": usage.ddb_write_units / pages,
-        "ddb_read_units": usage.ddb_read_units / pages,
-        "sqs_requests": sqs / pages,
-        "s3_requests": usage.s3_requests / pages,
-        "lambda_invocations": invocations / pages,
-        "cpu_ms": 1000 * cpu / pages,
+    cpu_ms = {stage: 1000 * seconds for stage, seconds in stats.cpu_seconds.items()}
+    invocations = {
+        "dispatch": stats.dispatch_invocations,
+        "fetch": stats.fetch_invocations,
+        "parse": stats.parse_invocations,
     }
-    dollars = {
-        "dynamodb": per_page["ddb_write_units"] * PRICES["ddb_write_unit"]
-        + per_page["ddb_read_units"] * PRICES["ddb_read_unit"],
-        "sqs": per_page["sqs_requests"] * PRICES["sqs_request"],
-        "s3": per_page["s3_requests"] * PRICES["s3_request"],
-        "lambda": per_page["cpu_ms"] / 1000 * LAMBDA_GB * PRICES["lambda_gb_second"]
-        + per_page["lambda_invocations"] * PRICES["lambda_request"],
-    }
+    counts = Counts.from_totals(
+        pages,
+        runner.meter.snapshot(),
+        {name: FunctionCounts(n, cpu_ms.get(name, 0.0)) for name, n in invocations.items()},
+        state_transitions=transitions_on_success(
+            compile_pipeline(pipeline, plan_dag(pipeline.dag()))
+        ),
+    )
+    priced = estimate(counts).as_dict()
     report = {
         "pages": pages,
         "items": summary["items"],
         "expected_items": len(model.expected_items()),
         "wall_seconds": round(wall, 2),
         "pages_per_second": round(pages / wall, 1),
-        "per_page": {k: round(v, 3) for k, v in per_page.items()},
-        "cpu_ms_by_stage": {k: round(1000 * v / pages, 3) for k, v in stats.cpu_seconds.items()},
-        "usd_per_million_pages": {k: round(v * 1e6, 3) for k, v in dollars.items()},
-        "usd_per_million_pages_total": round(sum(dollars.values()) * 1e6, 3),
+        "cpu_ms_by_stage": {k: round(v / pages, 3) for k, v in cpu_ms.items()},
+        "counts": counts.as_dict(),
+        **priced,
     }
     print(json.dumps(report, indent=2))
 

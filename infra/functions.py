@@ -31,6 +31,7 @@ from infra.config import REPO_ROOT, StackConfig
 from infra.queues import WorkQueue, WorkQueues
 from infra.retention import retention_days
 from infra.storage import Storage
+from stepcrawl.functions_spec import FUNCTION_MEMORY_MB
 from stepcrawl.names import (
     ENV_BUCKET,
     ENV_FETCH_QUEUE_URL,
@@ -67,15 +68,21 @@ class WorkerSpec:
 
 
 #: Control queue -> one task start per invocation; ETL stages run here, hence the timeout.
-DISPATCH: Final = WorkerSpec("dispatch", Duration.minutes(5), 1024, batch_size=1)
+DISPATCH: Final = WorkerSpec(
+    "dispatch", Duration.minutes(5), FUNCTION_MEMORY_MB["dispatch"], batch_size=1
+)
 #: Fetch queue -> up to 20 URLs fetched concurrently (30 s per page at most, robots first).
 FETCH: Final = WorkerSpec(
-    "fetch", Duration.minutes(2), 512, batch_size=20, batching_window=Duration.seconds(1)
+    "fetch",
+    Duration.minutes(2),
+    FUNCTION_MEMORY_MB["fetch"],
+    batch_size=20,
+    batching_window=Duration.seconds(1),
 )
 #: Parse queue -> 5 bundles of pages; CPU-bound, so more memory (= more CPU).
-PARSE: Final = WorkerSpec("parse", Duration.minutes(1), 1024, batch_size=5)
+PARSE: Final = WorkerSpec("parse", Duration.minutes(1), FUNCTION_MEMORY_MB["parse"], batch_size=5)
 #: Every running crawl task once per minute; a sweep never needs longer than its period.
-SWEEPER: Final = WorkerSpec("sweeper", Duration.minutes(1), 512)
+SWEEPER: Final = WorkerSpec("sweeper", Duration.minutes(1), FUNCTION_MEMORY_MB["sweeper"])
 SWEEP_RATE: Final = "rate(1 minute)"
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
-from functools import cache
+from collections.abc import Callable
+from typing import Final, Generic, TypeVar
 
 from stepcrawl.crawl.context import (
     DEPLOYED_SETTINGS,
@@ -23,17 +24,19 @@ from stepcrawl.names import (
     ENV_TABLE,
     METRICS_NAMESPACE,
 )
-from stepcrawl.storage import Meter, Table
+from stepcrawl.storage import Meter, Table, Usage
 
 __all__ = [
     "close_containers",
     "container_fetcher",
     "container_loop",
+    "container_usage",
     "services_from_env",
     "table_from_env",
 ]
 
 
+T = TypeVar("T")
 _RESOURCES = (ENV_TABLE, ENV_FETCH_QUEUE_URL, ENV_PARSE_QUEUE_URL, ENV_BUCKET)
 
 
@@ -53,9 +56,52 @@ def _require(names: tuple[str, ...]) -> None:
         )
 
 
-@cache
-def services_from_env() -> CrawlServices:
-    """The AWS-backed services of this container (cached: clients are reused)."""
+class _PerContainer(Generic[T]):
+    """``build()``'s value, made once per container: what ``functools.cache`` is on Lambda,
+    where a container is a process, but per thread, because local mode plays a function's
+    containers as threads of one process (see ``local/lambda_runtime/containers.py``). A cache
+    per process there would hand every container one set of clients and one Meter, so that
+    whichever function takes the meter's window (the parse stage does) would absorb the usage
+    of all of them.
+
+    ``cache_clear()`` (as ``functools.cache`` has it) makes every container build anew on its
+    next call: a test that changed the environment, or local mode once its containers closed.
+    """
+
+    def __init__(self, build: Callable[[], T]) -> None:
+        self._build = build
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._generation = 0
+        #: (container, value) of every container since the last clear: local mode's report
+        #: reads each one's meter.
+        self._built: list[tuple[str, T]] = []
+
+    def __call__(self) -> T:
+        local = self._local
+        generation = self._generation
+        if getattr(local, "generation", None) != generation:
+            value = self._build()
+            with self._lock:
+                if generation == self._generation:  # not cleared while building
+                    self._built.append((threading.current_thread().name, value))
+            local.value, local.generation = value, generation
+        built: T = local.value
+        return built
+
+    def cache_clear(self) -> None:
+        with self._lock:
+            self._generation += 1
+            self._built.clear()
+
+    def built(self) -> list[tuple[str, T]]:
+        """(container name, value) of every container that built one since the last clear."""
+        with self._lock:
+            return list(self._built)
+
+
+def _services() -> CrawlServices:
+    """The AWS-backed services of a container, from its environment."""
     from stepcrawl.storage.aws import (  # noqa: PLC0415 - boto3 only where AWS is used
         DynamoBatchWriter,
         DynamoTable,
@@ -79,6 +125,23 @@ def services_from_env() -> CrawlServices:
         table_writers=lambda table: DynamoBatchWriter(table, meter=meter),
         metric=_powertools_metric,
     )
+
+
+#: ``services_from_env()``: this container's AWS-backed services (its clients are reused by
+#: every invocation of the container; its Meter counts the container's usage alone).
+services_from_env: Final = _PerContainer(_services)
+
+
+def container_usage() -> dict[str, Usage]:
+    """Each container's metered usage so far, by container name (its thread's name).
+
+    On Lambda that is this process alone; in local mode, every function container the
+    runtime started since the last clear (their names say which function they play).
+    """
+    usage: dict[str, Usage] = {}
+    for name, services in services_from_env.built():
+        usage[name] = usage.get(name, Usage()) + services.meter.snapshot()
+    return usage
 
 
 def _powertools_metric(name: str, value: float) -> None:
@@ -131,6 +194,8 @@ def close_containers() -> None:
     On Lambda a container's sockets die with its sandbox; a process playing containers must
     close them itself. Each loop is idle by then, so it can be driven from this thread.
     """
+    # The containers are gone: so are their services (clients of a stopped emulator).
+    services_from_env.cache_clear()
     with _opened_lock:
         opened, _opened[:] = list(_opened), []
     for loop, fetcher in opened:

@@ -6,7 +6,6 @@ checks too)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,18 +14,8 @@ from rich.console import Console
 from stepcrawl.demo import ShopModel
 from stepcrawl.local.demo import run_demo
 from stepcrawl.local.lambda_runtime import Chaos
-from stepcrawl.runtime import services_from_env
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def cloud_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    services_from_env.cache_clear()
-    for key in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
-        monkeypatch.delenv(key, raising=False)
-    yield
-    services_from_env.cache_clear()
 
 
 def test_chaos_changes_nothing_in_the_items(tmp_path: Path, cloud_env: None) -> None:

@@ -8,6 +8,7 @@ import boto3
 from moto import mock_aws
 
 from stepcrawl.local.cloud import MappingConcurrency
+from stepcrawl.local.emulator import Emulator
 
 
 @mock_aws
@@ -36,3 +37,16 @@ def test_a_changed_maximum_concurrency_is_read_back() -> None:
     assert reader() == 12
     cached = MappingConcurrency(lam, mapping["UUID"], 7, ttl=3600.0)
     assert cached() == 7  # not re-read before its ttl: the runtime asks on every poll loop
+
+
+def test_a_second_emulator_in_the_same_process_starts_clean() -> None:
+    # moto's state lives in the process: the first emulator must leave none of it behind,
+    # or the second finds "stack stepcrawl-local already exists" and the first's queues.
+    template = {"Resources": {"Work": {"Type": "AWS::SQS::Queue"}}}
+    with Emulator(template) as first:
+        assert len(first.client("sqs").list_queues().get("QueueUrls", [])) == 1
+        first.client("sqs").create_queue(QueueName="left-behind")
+    with Emulator(template) as second:
+        urls = second.client("sqs").list_queues().get("QueueUrls", [])
+        assert len(urls) == 1
+        assert not any("left-behind" in url for url in urls)

@@ -1,10 +1,11 @@
 """moto's DynamoDB and SQS as patched by :func:`apply_moto_patches`: still what AWS does.
 
 The patches make moto faster (item-level transaction rollback, partition-only queries, a cheap
-SQS clock) and atomic under threads. Each test here pins a behaviour a wrong patch would
-break: a cancelled transaction leaves no trace, a query answers exactly what moto (and a plain
-Python model of DynamoDB) would, two threads never both pass a condition, and SQS delays and
-visibility timeouts still elapse.
+SQS clock), atomic under threads, and its condition comparisons DynamoDB's. Each test here pins
+a behaviour a wrong patch would break: a cancelled transaction leaves no trace, a query answers
+exactly what moto (and a plain Python model of DynamoDB) would, two threads never both pass a
+condition, comparisons answer as DynamoDB documents (and unpatched moto does not), and SQS
+delays and visibility timeouts still elapse.
 """
 
 from __future__ import annotations
@@ -25,6 +26,14 @@ import boto3
 import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
+from moto.dynamodb.comparisons import (
+    OpEqual,
+    OpGreaterThan,
+    OpGreaterThanOrEqual,
+    OpLessThan,
+    OpLessThanOrEqual,
+    OpNotEqual,
+)
 from moto.dynamodb.models.table import Table
 from moto.server import ThreadedMotoServer
 
@@ -554,6 +563,214 @@ def test_query_matches_unpatched_moto(model: Model, monkeypatch: pytest.MonkeyPa
     # The partition a query reads is not left behind for later reads.
     items = dump(client, PAGED)
     assert len(items) == len(model.items)
+
+
+# ---- condition comparisons: as DynamoDB makes them ------------------------------------------
+#
+# What DynamoDB answers (API reference: Condition, ComparisonOperator; Developer Guide:
+# "Comparison operator and function reference"; for missing attributes, the condition
+# expression tests Scylla's Alternator runs against DynamoDB): values of two types are never
+# equal, orderings across types are false, a literal an ordering cannot take is refused, and a
+# missing attribute is equal to nothing. Each comparison is asked three ways: as an update's
+# condition (a delete's, on no item), as a transaction's condition check and as a scan filter.
+
+COMPARED = "compared"
+ON_ITEM, NO_ITEM = key("P#1", "item"), key("P#1", "none")
+REFUSED = "ValidationException"  # whatever the item: DynamoDB refuses the expression
+TRUE, NULL = {"BOOL": True}, {"NULL": True}
+COMPARED_ITEM: Item = {
+    **ON_ITEM,
+    "n": n(3),
+    "s": s("3"),
+    "t": TRUE,
+    "one": n(1),
+    "z": NULL,
+    "m": {"M": {"a": n(1), "b": {"L": [n(1), s("x")]}}},
+    "l": {"L": [n(1), s("x")]},
+    "bin": {"B": b"\xf8"},  # greater than 0x00 unsigned, not signed
+    "ss": {"SS": ["a", "b"]},
+    "ns": {"NS": ["1", "2"]},
+}
+
+Answer = bool | str  # whether the condition held, or the error the request got
+#: A failed condition: the error of a request, the cancellation reason in a transaction.
+CONDITION_FAILED = frozenset({"ConditionalCheckFailedException", "ConditionalCheckFailed"})
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """``expression`` (``:v`` is ``value``) on :data:`COMPARED_ITEM`, or on no item."""
+
+    expression: str
+    value: Item | None
+    expected: Answer
+    fixed: bool = False  # moto's own comparison answers otherwise: the patch is what fixes it
+    on_item: bool = True
+
+
+def fixed(expression: str, value: Item | None, expected: Answer, **extra: Any) -> Comparison:
+    return Comparison(expression, value, expected, fixed=True, **extra)
+
+
+COMPARISONS: dict[str, Comparison] = {
+    # Two types are never equal (True == 1 to Python), nested ones neither.
+    "bool-eq-number": fixed("t = :v", n(1), False),
+    "number-eq-bool": fixed("one = :v", TRUE, False),
+    "bool-ne-number": fixed("t <> :v", n(1), True),
+    "nested-bool-eq-number": fixed("m = :v", {"M": {"a": TRUE, "b": {"L": [TRUE, s("x")]}}}, False),
+    "path-to-number-eq-bool": fixed("m.b[0] = :v", TRUE, False),
+    # A missing attribute is not null, nor equal to another missing one.
+    "missing-eq-null": fixed("absent = :v", NULL, False),
+    "missing-ne-null": fixed("absent <> :v", NULL, True),
+    "missing-path-eq-null": fixed("m.zz = :v", NULL, False),
+    "missing-eq-missing": fixed("absent = gone", None, False),
+    "missing-ne-missing": fixed("absent <> gone", None, True),
+    "no-item-eq-null": fixed("n = :v", NULL, False, on_item=False),
+    # Orderings across types are false (moto raised TypeError, or ordered a bool as 1).
+    "number-lt-string": fixed("n < :v", s("4"), False),
+    "string-gt-number": fixed("s > :v", n(1), False),
+    "map-lt-number": fixed("m < :v", n(3), False),
+    "list-ge-number": fixed("l >= :v", n(3), False),
+    "bool-gt-number": fixed("t > :v", n(0), False),
+    "bool-le-number": fixed("t <= :v", n(1), False),
+    # A literal an ordering cannot take is refused before any item is read.
+    "lt-null": fixed("n < :v", NULL, REFUSED),
+    "gt-bool": fixed("n > :v", TRUE, REFUSED),
+    "le-list": fixed("n <= :v", {"L": [n(3)]}, REFUSED),
+    "ge-map": fixed("n >= :v", {"M": {"a": n(3)}}, REFUSED),
+    "lt-set": fixed("n < :v", {"SS": ["3"]}, REFUSED),
+    "bool-literal-on-the-left": fixed(":v > n", TRUE, REFUSED),
+    "in-a-branch-not-taken": fixed("attribute_exists(pk) OR n < :v", NULL, REFUSED),
+    "no-item-lt-null": fixed("n < :v", NULL, REFUSED, on_item=False),
+    # Already right in moto, and kept so.
+    "number-eq-same-number": Comparison("n = :v", {"N": "3.0"}, True),
+    "number-ne-number": Comparison("n <> :v", n(3), False),
+    "string-eq-number": Comparison("s = :v", n(3), False),
+    "number-eq-string": Comparison("n = :v", s("3"), False),
+    "null-eq-null": Comparison("z = :v", NULL, True),
+    "bool-eq-bool": Comparison("t = :v", TRUE, True),
+    "map-eq-reordered-map": Comparison(
+        "m = :v", {"M": {"b": {"L": [n(1), s("x")]}, "a": n(1)}}, True
+    ),
+    "list-is-ordered": Comparison("l = :v", {"L": [s("x"), n(1)]}, False),
+    "string-set-eq": Comparison("ss = :v", {"SS": ["b", "a"]}, True),
+    "number-set-eq": Comparison("ns = :v", {"NS": ["2.0", "1"]}, True),
+    "binary-eq": Comparison("bin = :v", {"B": b"\xf8"}, True),
+    "binary-by-unsigned-bytes": Comparison("bin > :v", {"B": b"\x00"}, True),
+    "number-lt-number": Comparison("n < :v", n(10), True),
+    "string-gt-string": Comparison("s > :v", s("10"), True),  # by character, not number
+    "string-le-itself": Comparison("s <= :v", s("3"), True),
+    "missing-lt-number": Comparison("absent < :v", n(3), False),
+    "missing-ne-number": Comparison("absent <> :v", n(1), True),
+    "not-missing-eq": Comparison("NOT absent = :v", n(1), True),
+    "path-eq": Comparison("m.a = :v", n(1), True),
+    "size-eq": Comparison("size(l) = :v", n(2), True),
+    "size-lt": Comparison("size(s) < :v", n(2), True),
+    "no-item-eq": Comparison("n = :v", n(3), False, on_item=False),
+    "no-item-ne": Comparison("n <> :v", n(3), True, on_item=False),
+}
+
+
+@pytest.fixture
+def compared(moto: Moto) -> Any:
+    client = moto.client("dynamodb")
+    create_table(client, COMPARED)
+    client.put_item(TableName=COMPARED, Item=COMPARED_ITEM)
+    return client
+
+
+def answer(request: Callable[[], object]) -> Answer:
+    """Whether a conditional request went through (a scan: found the item), or its error."""
+    try:
+        result = request()
+    except ClientError as error:
+        code = str(error.response["Error"]["Code"])
+        if code == "TransactionCanceledException":
+            reasons = {r["Code"] for r in error.response["CancellationReasons"]} - {"None"}
+            code = ",".join(sorted(reasons))
+        return False if code in CONDITION_FAILED else code
+    except Exception as error:  # noqa: BLE001 - moto lets Python's errors out of a request
+        return type(error).__name__
+    return result if isinstance(result, bool) else True
+
+
+def answers(client: Any, case: Comparison) -> dict[str, Answer]:
+    """The case asked as a condition, a transaction's condition check and a filter."""
+    values = {"ExpressionAttributeValues": {":v": case.value}} if case.value else {}
+    target = ON_ITEM if case.on_item else NO_ITEM
+    condition = {"TableName": COMPARED, "Key": target, "ConditionExpression": case.expression}
+    got = {
+        "transaction": answer(
+            lambda: client.transact_write_items(
+                TransactItems=[{"ConditionCheck": {**condition, **values}}]
+            )
+        )
+    }
+    if case.on_item:
+        got["condition"] = answer(
+            lambda: client.update_item(**condition, **values, UpdateExpression="REMOVE touched")
+        )
+        got["filter"] = answer(
+            lambda: bool(
+                client.scan(TableName=COMPARED, FilterExpression=case.expression, **values)["Items"]
+            )
+        )
+    else:
+        got["condition"] = answer(lambda: client.delete_item(**condition, **values))
+    return got
+
+
+def wrong_answers(client: Any) -> dict[tuple[str, str], Answer]:
+    """Every (case, way asked) answered otherwise than DynamoDB would, and that answer."""
+    wrong = {
+        (name, way): got
+        for name, case in COMPARISONS.items()
+        for way, got in answers(client, case).items()
+        if got != case.expected
+    }
+    assert dump(client, COMPARED) == {("P#1", "item"): COMPARED_ITEM}, "nothing was written"
+    return wrong
+
+
+#: What the patch replaces: every comparison's evaluation, and the orderings' constructors.
+COMPARING = [
+    *((cls, "expr") for cls in (OpEqual, OpNotEqual)),
+    *(
+        (cls, name)
+        for cls in (OpLessThan, OpLessThanOrEqual, OpGreaterThan, OpGreaterThanOrEqual)
+        for name in ("expr", "__init__")
+    ),
+]
+
+
+@contextmanager
+def unpatched_comparisons(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """moto's own comparisons (the patch wraps them)."""
+    with monkeypatch.context() as patch:
+        for cls, name in COMPARING:
+            patched = cls.__dict__[name]
+            original = inspect.unwrap(patched)
+            assert original is not patched, f"the patch no longer wraps {cls.__name__}.{name}"
+            patch.setattr(cls, name, original)
+        yield
+
+
+def test_comparisons_answer_as_dynamodb(compared: Any) -> None:
+    assert wrong_answers(compared) == {}
+
+
+def test_unpatched_moto_compares_otherwise(compared: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    with unpatched_comparisons(monkeypatch):
+        wrong = wrong_answers(compared)
+    # Each fixed case, asked any way, is wrong without the patch; every other one right.
+    assert set(wrong) == {
+        (name, way)
+        for name, case in COMPARISONS.items()
+        if case.fixed
+        for way in ("condition", "transaction", *(("filter",) if case.on_item else ()))
+    }
+    assert "TypeError" in wrong.values()  # out of the request, as a Python error
+    assert wrong_answers(compared) == {}  # and patched again once restored
 
 
 # ---- atomic conditional writes under a threaded server ---------------------------------------

@@ -35,15 +35,17 @@ from stepcrawl.errors import RetryableError
 from stepcrawl.extract.urls import url_host
 from stepcrawl.keys import failure_key, ledger_key, running_key, task_key, url_hash, url_key
 from stepcrawl.names import TOO_MANY_FAILURES_ERROR
-from stepcrawl.storage import All, Cond, TransactionConflict, Usage, Write
+from stepcrawl.storage import All, Cond, Key, TransactionConflict, Usage, Write
 
 __all__ = [
     "PageCommit",
     "count_bundle",
     "create_task_record",
     "failure_record",
+    "ledger_once",
     "mark_running",
     "maybe_finish",
+    "skip_once",
     "stamp_pages",
     "task_summary",
 ]
@@ -171,13 +173,57 @@ def count_bundle(
     is over.
     """
     spent = {f"u_{k}": v for k, v in (usage or Usage()).as_dict().items()}
-    ledger = ledger_key(run, task, bundle_id)
     # Children trimmed by the budget are counted as skipped in the same transaction as the
     # ledger, so a redelivery that trims them again does not count them twice.
     discovered = sum(len(p.children) for p in mine)
-    conflicts = 0
     while True:
         children = sum(len(p.children) for p in mine)
+        add = {
+            "claimed": children,
+            "budget": -children,
+            "finished": len(mine),
+            "ok": sum(p.ok for p in mine),
+            "failed": sum(not p.ok for p in mine),
+            "items": sum(p.items for p in mine),
+            "dropped": sum(p.dropped for p in mine),
+            "skipped": discovered - children,
+            "parser_errors": sum(p.failure == "parser" for p in mine),
+            "bytes": sum(p.size for p in mine),
+            **spent,
+        }
+        refused = _commit_once(
+            services, run, task, bundle_id, add, pages=len(mine), budget_for=children
+        )
+        if refused is None:
+            return mine  # counted now, or by an earlier delivery of this bundle
+        if refused.get("status") != TaskState.RUNNING:
+            return []  # finished or cancelled meanwhile: nothing more to record
+        _trim(services, run, task, mine, max(0, int(refused.get("budget", 0))))
+
+
+def ledger_once(
+    services: CrawlServices, run: str, task: str, ident: str, add: dict[str, int], *, pages: int
+) -> bool:
+    """Add ``add`` to the task's counters once per ``ident``; ``False`` if the task is over."""
+    return _commit_once(services, run, task, ident, add, pages=pages, budget_for=0) is None
+
+
+def _commit_once(
+    services: CrawlServices,
+    run: str,
+    task: str,
+    ident: str,
+    add: dict[str, Any],
+    *,
+    pages: int,
+    budget_for: int,
+) -> dict[str, Any] | None:
+    """One transaction: the ledger item of ``ident`` (absent) and the counters (task running,
+    budget >= ``budget_for``). ``None`` once counted (now or earlier); else the task record
+    that refused it."""
+    ledger = ledger_key(run, task, ident)
+    conflicts = 0
+    while True:
         writes = [
             Write(
                 "put",
@@ -185,7 +231,7 @@ def count_bundle(
                 item={
                     "pk": ledger[0],
                     "sk": ledger[1],
-                    "pages": len(mine),
+                    "pages": pages,
                     "expires_at": int(services.clock()) + LEDGER_TTL,
                 },
                 condition=Cond("pk", "not_exists"),
@@ -193,21 +239,9 @@ def count_bundle(
             Write(
                 "update",
                 task_key(run, task),
-                add={
-                    "claimed": children,
-                    "budget": -children,
-                    "finished": len(mine),
-                    "ok": sum(p.ok for p in mine),
-                    "failed": sum(not p.ok for p in mine),
-                    "items": sum(p.items for p in mine),
-                    "dropped": sum(p.dropped for p in mine),
-                    "skipped": discovered - children,
-                    "parser_errors": sum(p.failure == "parser" for p in mine),
-                    "bytes": sum(p.size for p in mine),
-                    **spent,
-                },
+                add=add,
                 condition=All(
-                    (Cond("status", "eq", TaskState.RUNNING), Cond("budget", "ge", children))
+                    (Cond("status", "eq", TaskState.RUNNING), Cond("budget", "ge", budget_for))
                 ),
             ),
         ]
@@ -215,35 +249,31 @@ def count_bundle(
             services.table.transact(writes)
         except TransactionConflict as conflict:
             if 0 in conflict.failed:
-                return mine  # counted by an earlier delivery of this bundle
-            record = conflict.current.get(1) or {}
-            if not conflict.failed:
-                # Another transaction touched the task record at the same moment (many
-                # parsers commit to it): back off a little, with jitter, and retry.
-                conflicts += 1
-                if conflicts > _MAX_CONFLICTS:
-                    raise RetryableError("task record too contended; SQS will redeliver") from None
-                time.sleep(random.uniform(0, 0.02 * 2**conflicts))  # noqa: S311 - jitter
-                continue
-            if record.get("status") != TaskState.RUNNING:
-                return []  # finished or cancelled meanwhile: nothing more to record
-            _trim(services, run, task, mine, max(0, int(record.get("budget", 0))))
+                return None  # counted by an earlier delivery
+            if conflict.failed:
+                return conflict.current.get(1) or {}
+            # Another transaction touched the task record at the same moment (many parsers
+            # commit to it): back off a little, with jitter, and retry.
+            conflicts += 1
+            if conflicts > _MAX_CONFLICTS:
+                raise RetryableError("task record too contended; SQS will redeliver") from None
+            time.sleep(random.uniform(0, 0.02 * 2**conflicts))  # noqa: S311 - jitter
             continue
-        return mine
+        return None
 
 
 def _stamp(services: CrawlServices, run: str, task: str, bundle_id: str, page: PageCommit) -> bool:
     """Record one page for this bundle; ``True`` if it is (now or earlier) this bundle's."""
-    key = url_key(run, task, page.ref.url)
-    new = services.table.update(
-        key,
-        set={
+    return _mark_once(
+        services,
+        url_key(run, task, page.ref.url),
+        bundle_id,
+        {
             "state": UrlState.DONE if page.ok else UrlState.FAILED,
             "status": page.status,
             "reason": page.reason,
             "items": page.items,
             "attempts": page.ref.attempt,
-            "bundle": bundle_id,
             # Read back by reports (latency percentiles, bytes, failure classes); the same
             # write, so they cost nothing extra.
             "failure": page.failure,
@@ -251,12 +281,27 @@ def _stamp(services: CrawlServices, run: str, task: str, bundle_id: str, page: P
             "fetch_ms": round(page.fetch_ms, 1),
             "parse_ms": round(page.parse_ms, 1),
         },
-        condition=Cond("state", "eq", UrlState.PENDING),
+    )
+
+
+def skip_once(
+    services: CrawlServices, run: str, task: str, ident: str, ref: UrlRef, reason: str
+) -> bool:
+    """Record a pending URL skipped by ``ident``; ``True`` if it is (now or earlier) ``ident``'s."""
+    values = {"state": UrlState.SKIPPED, "reason": reason}
+    return _mark_once(services, url_key(run, task, ref.url), ident, values)
+
+
+def _mark_once(services: CrawlServices, key: Key, ident: str, values: dict[str, Any]) -> bool:
+    """Move a pending URL record to ``values``, stamped with ``ident``; ``True`` if the record
+    is ``ident``'s (moved now, or by an earlier attempt of the same ``ident``)."""
+    new = services.table.update(
+        key, set={**values, "bundle": ident}, condition=Cond("state", "eq", UrlState.PENDING)
     )
     if new is not None:
         return True
     current = services.table.get(key, consistent=True)
-    return current is not None and current.get("bundle") == bundle_id
+    return current is not None and current.get("bundle") == ident
 
 
 def _trim(
@@ -330,7 +375,8 @@ def maybe_finish(services: CrawlServices, run: str, task: str, max_error_ratio: 
 
 def task_summary(record: dict[str, Any]) -> dict[str, Any]:
     """The task's result as the state machine receives it."""
-    pages = int(record.get("finished", 0))
+    # Fetched pages; ``finished`` also counts the URLs a stopped task skipped.
+    pages = int(record.get("ok", 0)) + int(record.get("failed", 0))
     usage = Usage(
         ddb_write_units=float(record.get("u_ddb_write_units", 0)),
         ddb_read_units=float(record.get("u_ddb_read_units", 0)),
@@ -340,6 +386,8 @@ def task_summary(record: dict[str, Any]) -> dict[str, Any]:
     )
     per_page = {k: round(v / max(1, pages), 3) for k, v in usage.as_dict().items()}
     return {
+        # Why the task stopped before its frontier was empty (``budget_exhausted``), or None.
+        "stopped": record.get("stopped"),
         "pages": pages,
         "pages_ok": int(record.get("ok", 0)),
         "pages_failed": int(record.get("failed", 0)),

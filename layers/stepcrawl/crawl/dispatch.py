@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from stepcrawl.crawl.accounting import create_task_record, maybe_finish
+from stepcrawl.crawl.accounting import create_task_record
+from stepcrawl.crawl.advance import advance_task
 from stepcrawl.crawl.context import CrawlServices
-from stepcrawl.crawl.frontier import claim, enqueue, feed_all_shards
+from stepcrawl.crawl.frontier import claim, enqueue
 from stepcrawl.crawl.items import task_items
 from stepcrawl.crawl.messages import ControlMessage, UrlRef
 from stepcrawl.crawl.states import TaskState, UrlState
@@ -67,15 +68,7 @@ def start_crawl(
             if states.get(url_key(run, task.id, r.url), {}).get("state") == UrlState.PENDING
         ]
     enqueue(services, run, task.id, [(ref, SEED_OWNER) for ref in owned], SEED_OWNER)
-    feed_all_shards(
-        services,
-        pipeline=pipeline.name,
-        version=pipeline.version_hash(),
-        run=run,
-        task=task.id,
-        delay=settings.politeness.delay,
-    )
-    maybe_finish(services, run, task.id, settings.limits.max_error_ratio)
+    advance_task(services, pipeline, run, task.id)
 
 
 def _seed_urls(

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import math
 import random
+import time
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Protocol
@@ -29,7 +30,7 @@ from stepcrawl.fetch import FetchPolicy, FetchResult
 from stepcrawl.keys import url_hash, url_key
 from stepcrawl.names import METRIC_BREAKER_TRANSITIONS
 from stepcrawl.pipeline import CrawlTask, Pipeline
-from stepcrawl.storage import MAX_SQS_DELAY, OutMessage
+from stepcrawl.storage import MAX_SQS_DELAY, OutMessage, Usage
 
 __all__ = ["BatchFetcher", "fetch_policy", "process_fetch_batch"]
 
@@ -68,6 +69,7 @@ async def process_fetch_batch(
         ).append(message)
     forwarded = 0
     for (pipeline_name, version, run, task_id), group in groups.items():
+        started = time.perf_counter()
         pipeline = services.registry.get(pipeline_name, version)
         task = pipeline.task(task_id)
         if not isinstance(task, CrawlTask):
@@ -86,7 +88,10 @@ async def process_fetch_batch(
             await _learn_crawl_delays(services, fetcher, policy, todo, hosts)
         envelopes = _outcomes(services, pipeline, task, todo, results, breakers)
         forwarded += len(envelopes)
-        _send_bundles(services, pipeline_name, version, run, task_id, envelopes)
+        # This group's share of the fetch's bill travels with its first bundle.
+        services.meter.lambda_ms(1000 * (time.perf_counter() - started))
+        usage = services.meter.take()
+        _send_bundles(services, pipeline_name, version, run, task_id, envelopes, usage)
     return forwarded
 
 
@@ -252,6 +257,7 @@ def _send_bundles(
     run: str,
     task: str,
     envelopes: Sequence[PageEnvelope],
+    usage: Usage,
 ) -> None:
     batches: list[list[PageEnvelope]] = [[]]
     size = 0
@@ -262,7 +268,7 @@ def _send_bundles(
             size = 0
         batches[-1].append(envelope)
         size += weight
-    out = []
+    out: list[OutMessage] = []
     for batch in batches:
         if not batch:
             continue
@@ -278,6 +284,7 @@ def _send_bundles(
             task=task,
             bundle_id=hashlib.blake2b(ident.encode(), digest_size=12).hexdigest(),
             pages=batch,
+            usage=None if out else usage,
         )
         out.append(OutMessage(bundle.model_dump_json()))
     services.parse_queue.send_batch(out)

@@ -65,8 +65,8 @@ def fetch_records(
     """Fetch the whole batch concurrently; a failure fails the batch (partial response)."""
     messages = [FetchMessage.model_validate_json(r.body) for r in records]
     try:
-        with _billed(services):
-            loop.run_until_complete(process_fetch_batch(services, fetcher, messages))
+        # Not _billed: the fetch stage meters its own time into the bundles it sends.
+        loop.run_until_complete(process_fetch_batch(services, fetcher, messages))
     except Exception:  # noqa: BLE001 - any failure: Lambda redelivers the batch
         # Every record comes back; the commit is idempotent, so refetching is safe.
         return {"batchItemFailures": [{"itemIdentifier": r.messageId} for r in records]}

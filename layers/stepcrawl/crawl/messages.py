@@ -8,6 +8,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from stepcrawl.storage.meter import Usage
+
 __all__ = ["ControlMessage", "FetchMessage", "PageEnvelope", "ParseBundle", "UrlRef"]
 
 
@@ -89,3 +91,6 @@ class ParseBundle(_Message):
     task: str
     bundle_id: str
     pages: list[PageEnvelope]
+    #: What the fetch that made it cost (:class:`~stepcrawl.storage.Usage` fields), counted
+    #: with the bundle's pages: a fetch container's meter is its own, as on Lambda.
+    usage: Usage | None = None

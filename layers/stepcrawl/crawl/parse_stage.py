@@ -11,7 +11,7 @@ Order matters for at-least-once delivery:
 4. claim the links of this bundle's pages (owned by the page that found them), and count
    pages and owned links once (:func:`~stepcrawl.crawl.accounting.count_bundle`);
 5. enqueue the owned links (again on a redelivery, which a crash after 4 needs; chunk ids
-   make it idempotent), feed, and finish the task if it is complete.
+   make it idempotent), then advance the task: guard its cost, feed, finish it if complete.
 """
 
 from __future__ import annotations
@@ -21,15 +21,17 @@ import logging
 import time
 from typing import Any
 
-from stepcrawl.crawl.accounting import PageCommit, count_bundle, maybe_finish, stamp_pages
+from stepcrawl.crawl.accounting import PageCommit, count_bundle, stamp_pages
+from stepcrawl.crawl.advance import advance_task
 from stepcrawl.crawl.context import CrawlServices
-from stepcrawl.crawl.frontier import claim, enqueue, feed_all_shards
+from stepcrawl.crawl.frontier import claim, enqueue
 from stepcrawl.crawl.messages import PageEnvelope, ParseBundle, UrlRef
 from stepcrawl.crawl.paths import items_part_key
 from stepcrawl.errors import FatalError
 from stepcrawl.extract import parse_page
 from stepcrawl.keys import url_hash
 from stepcrawl.pipeline import CrawlTask
+from stepcrawl.storage import Usage
 
 __all__ = ["process_bundle"]
 
@@ -58,9 +60,8 @@ def process_bundle(services: CrawlServices, bundle: ParseBundle) -> int:
         page.children = claim(
             services, bundle.run, bundle.task, url_hash(page.ref.url), page.children
         )
-    mine = count_bundle(
-        services, bundle.run, bundle.task, bundle.bundle_id, mine, services.meter.take()
-    )
+    usage = services.meter.take() + (bundle.usage or Usage())
+    mine = count_bundle(services, bundle.run, bundle.task, bundle.bundle_id, mine, usage)
     enqueue(
         services,
         bundle.run,
@@ -70,15 +71,7 @@ def process_bundle(services: CrawlServices, bundle: ParseBundle) -> int:
         # (carried in the message, so a redelivery rewrites the same chunk).
         f"{min(e.fetched_at for e in bundle.pages)}#{bundle.bundle_id}",
     )
-    feed_all_shards(
-        services,
-        pipeline=bundle.pipeline,
-        version=bundle.version,
-        run=bundle.run,
-        task=bundle.task,
-        delay=settings.politeness.delay,
-    )
-    maybe_finish(services, bundle.run, bundle.task, settings.limits.max_error_ratio)
+    advance_task(services, pipeline, bundle.run, bundle.task)
     return len(mine)
 
 

@@ -1,9 +1,10 @@
 """The periodic sweep (EventBridge, every minute): the safety net of every running crawl.
 
-For each running crawl task it feeds the shards that have a backlog (a feed refused because
-the window was full or a lease was held, or a feeder that died holding its lease, is made up
-here) and calls :func:`~stepcrawl.crawl.accounting.maybe_finish`, which sends the task's
-heartbeat when due and answers a token whose finisher died.
+For each running crawl task it advances the task (:func:`~stepcrawl.crawl.advance.advance_task`):
+it feeds the shards that have a backlog (a feed refused because the window was full or a lease
+was held, or a feeder that died holding its lease, is made up here), drains the backlog of a
+task stopped at its cost limit, and calls :func:`~stepcrawl.crawl.accounting.maybe_finish`,
+which sends the task's heartbeat when due and answers a token whose finisher died.
 """
 
 from __future__ import annotations
@@ -12,9 +13,8 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from stepcrawl.crawl.accounting import maybe_finish
+from stepcrawl.crawl.advance import advance_task
 from stepcrawl.crawl.context import CrawlServices
-from stepcrawl.crawl.frontier import feed_all_shards
 from stepcrawl.errors import StepcrawlError
 from stepcrawl.keys import RUNNING_PK
 
@@ -39,17 +39,9 @@ def sweep_running(services: CrawlServices) -> SweepReport:
         run, task = str(entry["run"]), str(entry["task"])
         try:
             pipeline = services.registry.get(str(entry["pipeline"]), str(entry["version"]))
-            settings = pipeline.settings_for(task)
-            report.sent += feed_all_shards(
-                services,
-                pipeline=pipeline.name,
-                version=pipeline.version_hash(),
-                run=run,
-                task=task,
-                delay=settings.politeness.delay,
-            )
-            if maybe_finish(services, run, task, settings.limits.max_error_ratio):
-                report.finished += 1
+            advanced = advance_task(services, pipeline, run, task)
+            report.sent += advanced.sent
+            report.finished += advanced.finished
         except StepcrawlError:
             # One broken task (e.g. its pipeline version is gone) must not stop the others.
             report.errors += 1

@@ -156,8 +156,11 @@ class Emulator:
 
     def _configure(self, *, execute: bool) -> None:
         body = json.dumps({"stepfunctions": {"execute_state_machine": execute}}).encode()
+        self._moto_api("config", body)
+
+    def _moto_api(self, path: str, body: bytes = b"") -> None:
         request = urllib.request.Request(  # noqa: S310 - our own server on 127.0.0.1
-            f"{self.endpoint}/moto-api/config", data=body, method="POST"
+            f"{self.endpoint}/moto-api/{path}", data=body, method="POST"
         )
         with urllib.request.urlopen(request, timeout=10):  # noqa: S310
             pass
@@ -227,6 +230,10 @@ class Emulator:
 
     def stop(self) -> None:
         if self._server is not None:
+            # moto keeps its state in the process, not in the server: without a reset, the
+            # next emulator of this process would find this one's stack and resources.
+            with contextlib.suppress(OSError):
+                self._moto_api("reset")
             self._server.stop()
             self._server = None
 

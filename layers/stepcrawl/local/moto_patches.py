@@ -29,26 +29,45 @@ And two to its DynamoDB, which the server runs on many threads:
 
 And SQS reads the clock through ``datetime`` twice per message per scan; a receive at depth
 256 spent most of its time there. The same clock is read with ``time.time()``.
+
+Last, DynamoDB's condition (and filter) comparisons: moto compares its decoded Python values,
+so ``true = 1``, a missing attribute equals ``null``, and ordering a number against a string
+raises ``TypeError`` out of the request. They compare as DynamoDB documents instead
+(:func:`_dynamodb_comparisons`).
 """
 
 from __future__ import annotations
 
 import copy
 import inspect
+import operator
 import threading
 import time
 import types
 from collections.abc import Callable
 from contextvars import ContextVar
 from datetime import datetime
+from decimal import Decimal
 from functools import cache, wraps
 from typing import Any
 
 import botocore.session
 from moto.core import utils as moto_utils
 from moto.dynamodb import models as dynamodb_models
+from moto.dynamodb.comparisons import (
+    AttributePath,
+    AttributeValue,
+    FuncSize,
+    OpEqual,
+    OpGreaterThan,
+    OpGreaterThanOrEqual,
+    OpLessThan,
+    OpLessThanOrEqual,
+    OpNotEqual,
+)
+from moto.dynamodb.exceptions import InvalidConditionExpression
 from moto.dynamodb.models import DynamoDBBackend
-from moto.dynamodb.models.dynamo_type import DynamoType
+from moto.dynamodb.models.dynamo_type import DDBTypeConversion, DynamoType
 from moto.dynamodb.models.table import Table
 from moto.dynamodb.responses import DynamoHandler
 from moto.sqs import models as sqs_models
@@ -232,6 +251,141 @@ def _partition_items(original: Callable[..., Any]) -> Callable[..., Any]:
     return all_items
 
 
+# ---- DynamoDB condition comparisons ---------------------------------------------------------
+
+#: The only types ``<``, ``<=``, ``>``, ``>=`` order, each against its own type.
+_ORDERED_TYPES = frozenset({"N", "S", "B"})
+#: An operand that is neither an attribute, a literal nor ``size()``: left to moto. (A value of
+#: its own, told apart by identity.)
+_UNTYPED = DynamoType({"NULL": True})
+
+
+def _typed(operand: Any, item: Any) -> DynamoType | None:
+    """An operand's value with its DynamoDB type (moto's ``expr`` drops the type, so ``True``
+    and ``1`` look alike); ``None`` for an attribute the item (if any) does not have."""
+    if isinstance(operand, AttributePath):
+        found: DynamoType | None = operand._get_attr(item)
+        return found
+    if isinstance(operand, AttributeValue):
+        return DynamoType({operand.type: operand.value})
+    if isinstance(operand, FuncSize):
+        return DynamoType({"N": str(operand.expr(item))})
+    return _UNTYPED
+
+
+def _scalar(value: DynamoType) -> Any:
+    """What a scalar or a set compares by: a number by its value ("3" = "3.0"), a set by its
+    members whatever their order. (Binary is held as bytes, which Python orders as DynamoDB
+    does: unsigned, byte by byte.)"""
+    kind = value.type
+    if kind == "N":
+        return Decimal(value.value)
+    if kind in {"SS", "NS", "BS"}:
+        return frozenset(_scalar(DynamoType({kind[0]: member})) for member in value.value)
+    return value.value
+
+
+def _equal(a: DynamoType | None, b: DynamoType | None) -> bool:
+    """``a = b``: the same type and value, maps and lists member by member; a missing
+    attribute (``None``) is equal to nothing."""
+    if a is None or b is None or a.type != b.type:
+        return False
+    if a.is_map():
+        return a.value.keys() == b.value.keys() and all(
+            _equal(member, b.value[name]) for name, member in a.value.items()
+        )
+    if a.is_list():
+        return len(a.value) == len(b.value) and all(map(_equal, a.value, b.value))
+    return bool(_scalar(a) == _scalar(b))
+
+
+def _ordering(compare: Callable[[Any, Any], bool]) -> Callable[[Any, Any], bool]:
+    def ordered(a: DynamoType | None, b: DynamoType | None) -> bool:
+        if a is None or b is None or a.type != b.type or a.type not in _ORDERED_TYPES:
+            return False  # not an error: the condition does not hold
+        return compare(_scalar(a), _scalar(b))
+
+    return ordered
+
+
+def _compares_as_dynamodb(
+    original: Callable[..., Any], compare: Callable[[Any, Any], bool]
+) -> Callable[..., Any]:
+    @wraps(original)
+    def expr(self: Any, item: Any) -> Any:
+        lhs, rhs = _typed(self.lhs, item), _typed(self.rhs, item)
+        if lhs is _UNTYPED or rhs is _UNTYPED:
+            return original(self, item)
+        return compare(lhs, rhs)
+
+    return expr
+
+
+def _orderable_literals(original: Callable[..., Any], symbol: str) -> Callable[..., Any]:
+    """The ordering's constructor (the parse, before any item is read) refuses a literal of a
+    type it cannot order, as DynamoDB does."""
+
+    @wraps(original)
+    def init(self: Any, lhs: Any, rhs: Any) -> None:
+        for operand in (lhs, rhs):
+            if isinstance(operand, AttributeValue) and operand.type not in _ORDERED_TYPES:
+                raise InvalidConditionExpression(
+                    "Incorrect operand type for operator or function; operator or function: "
+                    f"{symbol}, operand type: {DDBTypeConversion.get_human_type(operand.type)}"
+                )
+        original(self, lhs, rhs)
+
+    return init
+
+
+def _dynamodb_comparisons() -> list[tuple[object, str, Any]]:
+    """Patches making moto's ``=``, ``<>``, ``<``, ``<=``, ``>``, ``>=`` (in condition and
+    filter expressions, and the legacy ``Expected``) compare as DynamoDB documents.
+
+    moto evaluates ``a < b`` as Python's ``a < b`` on decoded values: ``True == 1`` (nested in
+    maps and lists too), a missing attribute is ``None`` and so equals ``null`` and another
+    missing one, a number against a string raises ``TypeError`` out of the request, a bool
+    orders as a number, and an ordering takes a literal of any type. DynamoDB, per its API
+    reference (``Condition``, ``ComparisonOperator``: "If an item contains an AttributeValue
+    element of a different type than the one provided in the request, the value does not
+    match. For example, {"S":"6"} does not equal {"N":"6"}"; ``LT``... take "only one
+    AttributeValue element of type String, Number, or Binary (not a set type)"; strings compare
+    by character code, binary byte by byte as unsigned) and its Developer Guide ("Comparison
+    operator and function reference"):
+
+    * ``=``/``<>`` take every type; values of two types are never equal, maps and lists are
+      equal member by member.
+    * ``<``... order numbers, strings and binary against the same type; any other pair is
+      false. A literal of another type is a ValidationException, whatever the item.
+    * A missing attribute is equal to nothing, not even another missing one; ``<>`` holds.
+      (The documentation is silent; this is what DynamoDB answers in the condition
+      expression tests Scylla's Alternator runs against it, test_condition_expression.py.)
+
+    Only the comparison nodes change (``Op*.expr``, and the orderings' constructors, which
+    moto calls while parsing); ``DynamoType``'s own ``==`` is left alone, as keys and
+    indexes rely on it.
+    """
+    patches: list[tuple[object, str, Any]] = [
+        (OpEqual, "expr", _compares_as_dynamodb(OpEqual.expr, _equal)),
+        (
+            OpNotEqual,
+            "expr",
+            _compares_as_dynamodb(OpNotEqual.expr, lambda a, b: not _equal(a, b)),
+        ),
+    ]
+    for cls, compare in (
+        (OpLessThan, operator.lt),
+        (OpLessThanOrEqual, operator.le),
+        (OpGreaterThan, operator.gt),
+        (OpGreaterThanOrEqual, operator.ge),
+    ):
+        patches += [
+            (cls, "expr", _compares_as_dynamodb(cls.expr, _ordering(compare))),
+            (cls, "__init__", _orderable_literals(cls.__init__, cls.OP)),
+        ]
+    return patches
+
+
 def _fast_clock(original: Callable[..., float], scale: float) -> Callable[..., float]:
     def clock(dt: Any = None) -> float:
         return time.time() * scale if dt is None else original(dt)
@@ -265,6 +419,7 @@ def apply_moto_patches() -> None:
             "copy",
             types.SimpleNamespace(deepcopy=_deepcopy_unless_table, copy=copy.copy),
         ),
+        *_dynamodb_comparisons(),
         (cls, _MARK, True),
     ]
     for owner, name, value in patches:

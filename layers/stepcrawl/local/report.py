@@ -10,12 +10,20 @@ OUT/logs/functions.log   what the functions printed (their CloudWatch Logs)
 Page statistics come from the URL records the parse stage stamps (one scan of the run's
 records: fine for a local table, which is why this is local mode's report and not
 ``stepcrawl status``, which reads only counters).
+
+The report's ``cost`` block is what the run would cost on AWS (:mod:`stepcrawl.cost`): the
+counts per page it measured (every function container's meter, the runtime's invocations,
+the execution's state transitions, the bytes the functions logged, their metrics in
+CloudWatch), priced under the model's default assumptions; ``stepcrawl cost --report``
+prices them again under others.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import statistics
+import sys
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -23,13 +31,21 @@ from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer
 
+from stepcrawl.cost import Assumptions, Counts, FunctionCounts, estimate
+from stepcrawl.crawl.accounting import task_summary
 from stepcrawl.crawl.failures import list_failures
 from stepcrawl.deployment import Deployment, RunStatus, TaskStatus
-from stepcrawl.names import OUTPUT_TABLE_NAME
+from stepcrawl.names import METRICS_NAMESPACE, OUTPUT_TABLE_NAME
+from stepcrawl.runtime import container_usage
+from stepcrawl.storage import Usage
 
-__all__ = ["percentiles", "write_run_outputs"]
+__all__ = ["percentiles", "run_counts", "run_warnings", "write_run_outputs"]
 
 _COUNTERS = ("claimed", "finished", "ok", "failed", "items", "bytes", "dropped", "skipped")
+#: A local function container's thread: ``lambda-<function>-<n>`` (lambda_runtime/containers.py).
+_CONTAINER = re.compile(r"lambda-(?P<function>.+)-\d+")
+#: Priced from its schedule by the model: it is not a queue-fed function and is not timed.
+_SCHEDULED = "sweeper"
 
 
 def percentiles(values: Sequence[float]) -> dict[str, float] | None:
@@ -85,8 +101,22 @@ def write_run_outputs(
         },
         **(extra or {}),
     }
+    report["warnings"] = run_warnings(report)
+    cost = _run_cost(deployment, status, out, extra or {})
+    if cost is not None:
+        report["cost"] = cost
     (out / "report.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     return report
+
+
+def run_warnings(report: Mapping[str, Any]) -> list[str]:
+    """What a user should not miss in a run that otherwise looks fine."""
+    return [
+        f"task {task_id} stopped early: {task['stopped']} (limits.max_cost_usd reached; "
+        f"{task.get('skipped', 0)} URL(s) of its frontier skipped)"
+        for task_id, task in report["tasks"].items()
+        if task.get("stopped")
+    ]
 
 
 def _seconds(status: RunStatus) -> float | None:
@@ -122,6 +152,8 @@ def _task_report(task: TaskStatus, items: int, pages: list[dict[str, Any]]) -> d
         "fetch_ms": percentiles([float(p["fetch_ms"]) for p in recorded if p.get("fetch_ms")]),
         "parse_ms": percentiles([float(p["parse_ms"]) for p in ok if p.get("parse_ms")]),
         "counters": {k: task.counters.get(k) for k in _COUNTERS if k in task.counters},
+        # Why the task ended before its frontier was empty (the cost guard), or None.
+        "stopped": task.counters.get("stopped"),
     }
     return report
 
@@ -146,3 +178,113 @@ def _scan(deployment: Deployment, prefix: str) -> Iterator[dict[str, Any]]:
     ):
         for raw in page.get("Items", []):
             yield {k: decode(v) for k, v in raw.items()}
+
+
+# ---- what the run would cost on AWS -------------------------------------------------------
+
+
+def _run_cost(
+    deployment: Deployment, status: RunStatus, out: Path, extra: Mapping[str, Any]
+) -> dict[str, Any] | None:
+    """The report's ``cost`` block; ``None`` for a run that crawled no page."""
+    # Local mode routes what the functions print through sys.stdout/stderr into the log
+    # file: flush it to measure what they logged so far.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # The whole file: a reused OUT also holds earlier runs' lines (local mode appends).
+    log = out / "logs" / "functions.log"
+    counts, source = run_counts(
+        status,
+        invocations={
+            name: int(stats.get("invocations", 0))
+            for name, stats in dict(extra.get("invocations", {})).items()
+        },
+        containers=container_usage(),
+        state_transitions=_state_transitions(deployment, status.execution_arn),
+        log_bytes=log.stat().st_size if log.exists() else 0,
+        custom_metrics=_custom_metrics(deployment),
+    )
+    if counts.pages == 0:
+        return None
+    # Priced as stored (rounded), so that `stepcrawl cost --report` finds the same figures.
+    counts = Counts.from_dict(counts.as_dict())
+    assumptions = Assumptions()
+    return {
+        "source": source,
+        "counts": counts.as_dict(),
+        "assumptions": assumptions.as_dict(),
+        **estimate(counts, assumptions).as_dict(),
+        # What the task records hold: the usage the stages commit with their pages (each
+        # container meters itself; calls after a container's last commit are not there).
+        "recorded_on_tasks": {
+            task.id: task_summary(task.counters)["usage_per_page"]
+            for task in status.tasks.values()
+            if task.type == "crawl" and task.counters
+        },
+    }
+
+
+def run_counts(
+    status: RunStatus,
+    *,
+    invocations: Mapping[str, int],
+    containers: Mapping[str, Usage],
+    state_transitions: int,
+    log_bytes: int,
+    custom_metrics: int,
+) -> tuple[Counts, str]:
+    """A run's counts per page, and where its usage came from.
+
+    The usage is every function container's meter (``containers``, by thread name) when the
+    run's containers are in this process (local mode); else the task records' usage (what
+    the stages commit with their pages), all of it priced as the parse function's, which
+    has the most memory: an upper bound.
+    """
+    crawls = [t for t in status.tasks.values() if t.type == "crawl"]
+    pages = sum(int(task_summary(t.counters)["pages"]) for t in crawls if t.counters)
+    by_function: dict[str, Usage] = {}
+    for name, usage in containers.items():
+        if matched := _CONTAINER.fullmatch(name):
+            function = matched["function"]
+            by_function[function] = by_function.get(function, Usage()) + usage
+    if by_function:
+        source = "every function container's meter"
+    else:
+        source = "the task records (all Lambda time priced as parse's)"
+        recorded = [Usage(**task_summary(t.counters)["usage"]) for t in crawls if t.counters]
+        by_function = {"parse": sum(recorded, Usage())}
+    functions = {
+        name: FunctionCounts(invocations.get(name, 0), by_function.get(name, Usage()).lambda_ms)
+        for name in sorted({*invocations, *by_function} - {_SCHEDULED})
+    }
+    counts = Counts.from_totals(
+        pages,
+        sum(by_function.values(), Usage()),
+        functions,
+        state_transitions=state_transitions,
+        log_bytes=log_bytes,
+        custom_metrics=custom_metrics,
+    )
+    return counts, source
+
+
+def _state_transitions(deployment: Deployment, execution_arn: str) -> int:
+    """States the execution entered: what Step Functions bills as transitions."""
+    sfn = deployment.client("stepfunctions")
+    kwargs: dict[str, Any] = {"executionArn": execution_arn, "maxResults": 1000}
+    entered = 0
+    while True:
+        page = sfn.get_execution_history(**kwargs)
+        entered += sum(1 for e in page["events"] if str(e["type"]).endswith("StateEntered"))
+        if not page.get("nextToken"):
+            return entered
+        kwargs["nextToken"] = page["nextToken"]
+
+
+def _custom_metrics(deployment: Deployment) -> int:
+    """The functions' metrics in CloudWatch: each name and set of dimension values is one
+    custom metric to CloudWatch's bill."""
+    paginator = deployment.client("cloudwatch").get_paginator("list_metrics")
+    return sum(
+        len(page.get("Metrics", [])) for page in paginator.paginate(Namespace=METRICS_NAMESPACE)
+    )

@@ -105,6 +105,8 @@ def run_local(
                     progress.update(status)
             with console.status("reading the results back ..."):
                 report = write_run_outputs(cloud.deployment, status, out, _invocations(cloud))
+    for warning in report["warnings"]:
+        console.print(f"[yellow]warning:[/yellow] {warning}", soft_wrap=True)
     return LocalRun(status, report, out, interrupted)
 
 

@@ -145,6 +145,13 @@ class Limits(Strict):
     max_error_ratio: float = Field(
         0.1, ge=0, le=1, description="The task fails if more than this share of pages failed."
     )
+    max_cost_usd: float | None = Field(
+        None,
+        gt=0,
+        le=1_000_000,
+        description="Estimated AWS spend (USD) at which the task stops fetching; it then "
+        "ends succeeded, stopped: budget_exhausted.",
+    )
 
 
 class Defaults(Strict):

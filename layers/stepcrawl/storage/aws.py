@@ -466,13 +466,14 @@ class SqsQueue:
                 }
                 for i, m in enumerate(batch)
             ]
-            self._send(entries, sum(len(m.body.encode()) for m in batch))
+            self._send(entries)
 
-    def _send(self, entries: list[dict[str, Any]], size: int) -> None:
+    def _send(self, entries: list[dict[str, Any]]) -> None:
         pending = entries
         failures: list[dict[str, Any]] = []
         for _ in range(5):
-            self.meter.sqs(size)
+            # SQS bills each request by the payload it carries: a retry, only the failed part.
+            self.meter.sqs(sum(len(e["MessageBody"].encode()) for e in pending))
             raw = _call(self.client.send_message_batch, {"QueueUrl": self.url, "Entries": pending})
             failures = raw.get("Failed", [])
             sender = [f for f in failures if f.get("SenderFault")]
@@ -614,8 +615,9 @@ class DynamoBatchWriter:
     def put_batch(self, items: Sequence[Mapping[str, Any]]) -> None:
         requests = [{"PutRequest": {"Item": _encode(item)}} for item in items]
         for attempt in range(8):
-            for item in items:
-                self.meter.ddb_write(write_units(item_size(item)))
+            # Each request bills the items it carries: a retry, only the unprocessed ones.
+            for request in requests:
+                self.meter.ddb_write(write_units(item_size(_decode(request["PutRequest"]["Item"]))))
             raw = _call(self.client.batch_write_item, {"RequestItems": {self.table: requests}})
             requests = raw.get("UnprocessedItems", {}).get(self.table, [])
             if not requests:

@@ -3,7 +3,10 @@
 Units follow AWS list-price rules: a DynamoDB write costs one unit per KiB of the larger of the
 old and new item (a failed conditional write still costs), transactional writes twice that; a
 consistent read one unit per 4 KiB (eventually consistent: half); SQS one request per 64 KiB of
-payload; S3 one request per call.
+payload; S3 one request per call. Each request counts what it carries: a batch retried for its
+unprocessed or failed part counts that part again, not the whole batch.
+
+A meter belongs to one container (:func:`stepcrawl.runtime.services_from_env`), as on Lambda.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from __future__ import annotations
 import json
 import math
 import threading
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 __all__ = ["Meter", "Usage", "item_size", "read_units", "write_units"]
@@ -29,6 +32,12 @@ class Usage:
 
     def as_dict(self) -> dict[str, float]:
         return {k: float(v) for k, v in asdict(self).items()}
+
+    def __add__(self, other: Usage) -> Usage:
+        # Usage of several containers (or windows) taken together.
+        return Usage(
+            **{f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)}
+        )
 
 
 def item_size(item: Any) -> int:

@@ -1,0 +1,37 @@
+"""The counts ``stepcrawl cost`` prices when no report is given: a measured reference crawl.
+
+From ``bench/cost_per_page.py --categories 8 --products 60`` (the demo pipeline's crawl of a
+541-page generated shop through the real stages, in memory; Lambda time is CPU time), except
+the logged bytes and custom metrics, which that benchmark cannot see (no handlers run): those
+come from ``stepcrawl demo`` on the local cloud (``stepcrawl cost --report
+out/demo/report.json``). Measured on 2026-12-01; re-measure and update with
+docs/performance.md.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from stepcrawl.cost.model import Counts, FunctionCounts
+
+__all__ = ["REFERENCE_COUNTS", "REFERENCE_SOURCE"]
+
+REFERENCE_SOURCE: Final = (
+    "reference crawl (bench/cost_per_page.py --categories 8 --products 60, 2026-12-01; "
+    "logs and metrics from stepcrawl demo)"
+)
+REFERENCE_COUNTS: Final = Counts(
+    pages=541,
+    ddb_write_units=2.42,
+    ddb_read_units=1.888,
+    sqs_requests=0.1571,
+    s3_requests=0.04806,
+    functions={
+        "dispatch": FunctionCounts(invocations=0.001848, ms=0.00273),
+        "fetch": FunctionCounts(invocations=0.04991, ms=0.7343),
+        "parse": FunctionCounts(invocations=0.04806, ms=0.4101),
+    },
+    state_transitions=6,
+    log_bytes=15.67,
+    custom_metrics=2,
+)

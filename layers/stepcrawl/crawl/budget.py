@@ -1,0 +1,108 @@
+"""The cost guard of a crawl task (``limits.max_cost_usd``): stop feeding once it is spent.
+
+The task record adds up what its pages cost (the metered usage each bundle commits with its
+pages: DynamoDB units, SQS and S3 requests, Lambda milliseconds). When the estimate reaches the
+task's limit, the record is marked ``stopped: budget_exhausted`` and its page budget drops to
+zero, once (a conditional update). From then on, instead of feeding:
+
+- URLs waiting in the backlog are recorded ``skipped`` and counted finished, a backlog chunk
+  at a time, under the shard's lease. Each URL moves ``pending -> skipped`` stamped with the
+  chunk's identity (a URL fetched meanwhile keeps its own record), then one transaction puts
+  the chunk's ledger item and adds the chunk's skipped URLs to ``finished`` and ``skipped``,
+  so a crash and a second drain count each URL once;
+- pages already in flight are fetched and recorded as usual; the links they bring are over
+  the zero budget, so they are skipped as ``max_pages`` does.
+
+So ``claimed == finished`` is reached and the task ends succeeded, its summary saying it
+stopped. The estimate prices usage with :mod:`stepcrawl.cost.prices`, Lambda time at the
+largest function memory and every S3 request at the PUT price (an upper bound: the guard
+errs on the side of stopping early). Lambda's request charge and the services billed per run
+(Step Functions, logs) are left out: they are small against a page's cost (docs/performance.md).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from stepcrawl.cost.prices import PRICES
+from stepcrawl.crawl.accounting import ledger_once, skip_once
+from stepcrawl.crawl.context import CrawlServices
+from stepcrawl.crawl.messages import UrlRef
+from stepcrawl.crawl.states import TaskState
+from stepcrawl.functions_spec import FUNCTION_MEMORY_MB
+from stepcrawl.keys import backlog_pk, shard_key, task_key
+from stepcrawl.locks import LeaseLock
+from stepcrawl.storage import All, Cond
+
+__all__ = ["BUDGET_EXHAUSTED", "drain_backlog", "over_budget", "spent_usd"]
+
+#: The ``stopped`` reason of a task whose cost guard tripped.
+BUDGET_EXHAUSTED: Final = "budget_exhausted"
+_SKIP_REASON: Final = "max_cost_usd"
+_LAMBDA_GB: Final = max(FUNCTION_MEMORY_MB.values()) / 1024
+
+
+def spent_usd(record: dict[str, Any]) -> float:
+    """The task's estimated AWS spend so far, from the usage its bundles committed."""
+    return (
+        float(record.get("u_ddb_write_units", 0)) * PRICES.ddb_write_unit
+        + float(record.get("u_ddb_read_units", 0)) * PRICES.ddb_read_unit
+        + float(record.get("u_sqs_requests", 0)) * PRICES.sqs_request
+        + float(record.get("u_s3_requests", 0)) * PRICES.s3_put_request
+        + float(record.get("u_lambda_ms", 0)) / 1000 * _LAMBDA_GB * PRICES.lambda_gb_second
+    )
+
+
+def over_budget(services: CrawlServices, run: str, task: str, max_cost_usd: float) -> bool:
+    """Whether the task has stopped for its cost; the first caller past the limit stops it."""
+    key = task_key(run, task)
+    record = services.table.get(key, consistent=False)
+    if record is None:
+        return False
+    if record.get("stopped") == BUDGET_EXHAUSTED:
+        return True
+    if spent_usd(record) < max_cost_usd:
+        return False
+    services.table.update(
+        key,
+        set={"stopped": BUDGET_EXHAUSTED, "budget": 0},
+        condition=All((Cond("status", "eq", TaskState.RUNNING), Cond("stopped", "not_exists"))),
+    )
+    return True
+
+
+def drain_backlog(services: CrawlServices, run: str, task: str) -> int:
+    """Record every URL waiting in the task's backlog as skipped; how many this call did."""
+    drained = 0
+    for shard in range(services.config.shards):
+        if not services.table.query(backlog_pk(run, task, shard), limit=1, consistent=True):
+            continue  # cheap reads first: a lease costs two writes
+        lock = LeaseLock(
+            services.table,
+            shard_key(run, task, shard),
+            lease=services.config.lease_seconds,
+            clock=services.clock,
+        )
+        lease = lock.acquire()
+        if lease is None:
+            continue  # a feeder holds the shard: the next call (or the sweep) drains it
+        try:
+            for chunk in services.table.query(backlog_pk(run, task, shard), consistent=True):
+                drained += _drain_chunk(services, run, task, shard, chunk)
+        finally:
+            lock.release(lease)
+    return drained
+
+
+def _drain_chunk(
+    services: CrawlServices, run: str, task: str, shard: int, chunk: dict[str, Any]
+) -> int:
+    ident = f"drain-{shard:03d}-{chunk['sk']}"
+    refs = [UrlRef(url=e["u"], depth=e["d"], attempt=e.get("a", 1)) for e in chunk["urls"]]
+    mine = [ref for ref in refs if skip_once(services, run, task, ident, ref, _SKIP_REASON)]
+    counted = ledger_once(
+        services, run, task, ident, {"finished": len(mine), "skipped": len(mine)}, pages=0
+    )
+    if counted:
+        services.table.delete((chunk["pk"], chunk["sk"]))
+    return len(mine) if counted else 0

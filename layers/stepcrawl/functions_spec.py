@@ -1,0 +1,19 @@
+"""The memory size of each of the stack's functions: the CDK stack deploys them with it
+(``infra/functions.py``), the cost model (:mod:`stepcrawl.cost`) prices their GB-seconds by it.
+
+Lambda gives a function CPU in proportion to its memory, so the CPU-bound ones (dispatch runs
+the ETL stages, parse extracts) get more; fetch mostly waits on the network.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Final
+
+__all__ = ["FUNCTION_MEMORY_MB"]
+
+#: Function name (``functions/<name>/``) -> memory size in MB.
+FUNCTION_MEMORY_MB: Final[Mapping[str, int]] = MappingProxyType(
+    {"dispatch": 1024, "fetch": 512, "parse": 1024, "sweeper": 512}
+)

@@ -1,0 +1,65 @@
+"""limits.max_cost_usd: the task stops feeding at its estimated spend and ends succeeded."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import pytest
+from tests.helpers.demo import CRAWL_TASK, demo_pipeline
+
+from stepcrawl.crawl.budget import BUDGET_EXHAUSTED, spent_usd
+from stepcrawl.crawl.context import CrawlConfig
+from stepcrawl.crawl.states import UrlState
+from stepcrawl.demo import DemoSite, ShopModel
+from stepcrawl.keys import task_key
+from stepcrawl.local import MemoryRunner
+
+LIMIT = 0.0001  # USD: a few dozen of the demo shop's ~540 pages
+CONFIG = CrawlConfig(shards=2, window=16)
+
+
+@pytest.fixture(scope="module")
+def site() -> Iterator[DemoSite]:
+    with DemoSite(ShopModel(categories=6, products_per_category=60), slow_delay=0.0) as running:
+        yield running
+
+
+def twice(work: Callable[[], object]) -> None:
+    work()
+    work()
+
+
+def once(work: Callable[[], object]) -> None:
+    work()
+
+
+@pytest.mark.parametrize("deliver", [once, twice], ids=["once", "every-message-twice"])
+def test_the_task_stops_at_its_cost_and_ends_succeeded(
+    site: DemoSite, deliver: Callable[[Callable[[], object]], None]
+) -> None:
+    limits = {"max_cost_usd": LIMIT, "max_pages": 100_000, "max_error_ratio": 1.0}
+    pipeline = demo_pipeline(site.url, crawl_only=True, defaults={"limits": limits})
+    with MemoryRunner(pipeline, config=CONFIG, deliver=deliver) as runner:
+        assert runner.run() == [CRAWL_TASK]
+    (answer,) = runner.tokens.answers
+    summary = answer.output
+    assert answer.kind == "success"
+    assert summary["stopped"] == BUDGET_EXHAUSTED
+    record = runner.table.get(task_key(runner.run_id, CRAWL_TASK))
+    assert record is not None
+    assert spent_usd(record) >= LIMIT
+    urls = [i for i in runner.table.items.values() if str(i["pk"]).startswith("URL#")]
+    assert all(u["state"] != UrlState.PENDING for u in urls), "every URL reached an end"
+    assert record["claimed"] == record["finished"]
+    fetched = sum(u["state"] in (UrlState.DONE, UrlState.FAILED) for u in urls)
+    assert summary["pages"] == fetched < len(ShopModel(categories=6).expected_items())
+    assert summary["pages_skipped"] == sum(u["state"] == UrlState.SKIPPED for u in urls) > 0
+
+
+def test_without_a_limit_nothing_stops(site: DemoSite) -> None:
+    pipeline = demo_pipeline(site.url, crawl_only=True, defaults={"limits": {"max_pages": 60}})
+    with MemoryRunner(pipeline, config=CONFIG) as runner:
+        runner.run()
+    (answer,) = runner.tokens.answers
+    assert answer.output["stopped"] is None
+    assert answer.output["pages"] == 60
