@@ -24,12 +24,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import httpx
 import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+from stepcrawl.extract.urls import url_host
 from stepcrawl.fetch import Fetcher, FetchPolicy, FetchResult, NetworkGuard, aiohttp_available
 from stepcrawl.fetch.transport import TransportName
 
@@ -302,7 +304,17 @@ def test_503_with_retry_after_is_throttle(client: Client, site: Site) -> None:
 
 
 @pytest.mark.parametrize(
-    "url", ["ftp://example.com/", "http://", "not a url", "http://exa mple.com/", "mailto:a@b"]
+    "url",
+    [
+        "ftp://example.com/",
+        "http://",
+        "not a url",
+        "http://exa mple.com/",
+        "mailto:a@b",
+        # httpx takes any port number; the socket then raised OverflowError out of the batch
+        "http://127.0.0.1:99999/",
+        "http://127.0.0.1:0/",
+    ],
 )
 def test_bad_urls(client: Client, url: str) -> None:
     result = client.fetch(url)
@@ -422,6 +434,16 @@ def test_redirect_without_location(client: Client, site: Site) -> None:
     assert (result.outcome, result.reason, result.status) == ("fatal", "redirect_no_location", 302)
 
 
+@pytest.mark.parametrize("location", ["http://[::1", "http://[v1.x]/", "http://127.0.0.1:x/"])
+def test_redirect_to_unparseable_location_is_bad_url(
+    client: Client, site: Site, location: str
+) -> None:
+    # httpx itself read such a Location as a protocol error: transient, retried in vain
+    site.routes["/x"] = redirect(location)
+    result = client.fetch(site.url("/x"))
+    assert (result.outcome, result.reason, result.status) == ("fatal", "bad_url", 302)
+
+
 def test_redirect_to_other_scheme_is_bad_url(client: Client, site: Site) -> None:
     site.routes["/x"] = redirect("ftp://127.0.0.1/file")
     assert client.fetch(site.url("/x")).reason == "bad_url"
@@ -490,6 +512,145 @@ def test_aiohttp_connects_to_the_checked_address(runner: asyncio.Runner, site: S
     finally:
         runner.run(fetcher.aclose())
     assert result.ok, result
+
+
+# ------------------------------------------------------------------------------- guard first
+
+# The cloud metadata address in the spellings users meet; the guard must refuse each one
+# before anything is sent, robots.txt included, even with private networks allowed.
+METADATA_URLS = [
+    "http://169.254.169.254/latest/meta-data/",
+    "http://[fd00:ec2::254]/latest/",
+    "http://0xA9FEA9FE/latest/",
+    "http://2852039166/latest/",
+    "http://0251.0376.0251.0376/latest/",
+    "http://169.254.43518/latest/",
+    "http://[::ffff:169.254.169.254]/latest/",
+    "http://[64:ff9b::a9fe:a9fe]/latest/",
+]
+
+
+class NoDns:
+    """A resolver that must not be asked: address hosts are decided without DNS."""
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+
+    async def __call__(self, host: str, port: int) -> list[str]:
+        self.asked.append(host)
+        raise socket.gaierror(socket.EAI_NONAME, "no DNS in this test")
+
+
+def test_guard_refuses_every_metadata_form_before_anything_is_sent(
+    runner: asyncio.Runner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A transport that records instead of connecting: proof that no request (the robots.txt
+    # one included) was even attempted, and that nothing could leave the machine if it were.
+    sent: list[str] = []
+
+    def record(request: httpx.Request) -> httpx.Response:
+        sent.append(str(request.url))
+        raise httpx.ConnectError("this test sends nothing", request=request)
+
+    def recording_client(choice: Any, guard: NetworkGuard) -> tuple[httpx.AsyncClient, str]:
+        return httpx.AsyncClient(transport=httpx.MockTransport(record)), "httpx"
+
+    monkeypatch.setattr("stepcrawl.fetch.client.build_client", recording_client)
+    dns = NoDns()
+    fetcher = Fetcher(guard=NetworkGuard(resolve=dns))
+    policy = FetchPolicy(allow_private_network=True, obey_robots=True)
+    started = time.perf_counter()
+    try:
+        results = runner.run(fetcher.fetch_many(METADATA_URLS, policy))
+    finally:
+        runner.run(fetcher.aclose())
+    assert time.perf_counter() - started < 0.5
+    assert [(r.outcome, r.reason) for r in results] == [("fatal", "network_guard")] * len(
+        METADATA_URLS
+    ), [(r.url, r.reason, r.detail) for r in results]
+    assert all(r.detail.endswith("is cloud_metadata") for r in results)
+    assert all(r.retry_after is None and r.status is None for r in results)
+    assert sent == []
+    assert dns.asked == []
+    assert fetcher.robots_cache.downloads == 0
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        "http://[fd00:ec2::254]/latest/",
+        "http://0251.0376.0251.0376/latest/",  # httpx cannot parse it; the guard can
+        "http://2852039166/latest/",
+    ],
+)
+def test_redirect_to_any_metadata_spelling_blocked(
+    runner: asyncio.Runner, site: Site, transport: TransportName, target: str
+) -> None:
+    site.routes["/start"] = redirect(target)
+    dns = NoDns()
+    fetcher = Fetcher(transport=transport, guard=NetworkGuard(resolve=dns))
+    try:
+        result = runner.run(fetcher.fetch(site.url("/start"), LOCAL))
+    finally:
+        runner.run(fetcher.aclose())
+    assert (result.outcome, result.reason) == ("fatal", "network_guard")
+    assert result.detail.endswith("is cloud_metadata")
+    assert dns.asked == []
+
+
+def test_batch_mixing_guarded_urls_and_a_local_page_returns_every_result(
+    client: Client, site: Site
+) -> None:
+    site.routes["/page"] = reply()
+    closed = f"http://127.0.0.1:{free_port()}/x"
+    urls = [site.url("/page"), *METADATA_URLS, closed, "http://127.0.0.1:99999/"]
+    # the domains as the crawl stage makes them: the hosts of the seeds (an IPv6 one too)
+    policy = FetchPolicy(
+        allow_private_network=True,
+        connect_timeout=1.0,
+        allowed_domains=tuple(url_host(u) for u in urls),
+    )
+    started = time.perf_counter()
+    results: list[FetchResult] = client.run(client.fetcher.fetch_many(urls, policy))
+    assert time.perf_counter() - started < 2.0
+    assert [r.url for r in results] == urls
+    got = [(r.outcome, r.reason) for r in results]
+    assert got == [
+        ("ok", "ok"),
+        *[("fatal", "network_guard")] * len(METADATA_URLS),
+        ("transient", "connect_error"),
+        ("fatal", "bad_url"),
+    ], [(r.url, r.reason, r.detail) for r in results]
+
+
+def test_an_unexpected_exception_becomes_that_urls_result(
+    runner: asyncio.Runner, site: Site, transport: TransportName, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def broken(host: str, port: int) -> list[str]:
+        raise RuntimeError("a bug in the resolver")  # not a network error: nobody expects it
+
+    site.routes["/page"] = reply()
+    fetcher = Fetcher(transport=transport, guard=NetworkGuard(resolve=broken))
+    urls = [site.url("/page"), "http://bug.test/", site.url("/page?again")]
+    try:
+        results = runner.run(fetcher.fetch_many(urls, LOCAL))
+    finally:
+        runner.run(fetcher.aclose())
+    assert [(r.outcome, r.reason) for r in results] == [
+        ("ok", "ok"),
+        ("fatal", "internal_error"),
+        ("ok", "ok"),
+    ]
+    assert results[1].detail == "RuntimeError: a bug in the resolver"
+    assert "http://bug.test/" in caplog.text  # logged with its traceback
+
+
+def test_crawl_delay_never_raises(fresh: Client) -> None:
+    # the crawl stage asks it for every URL it fetched, refused and broken ones included
+    policy = FetchPolicy(allow_private_network=True)
+    for url in ("http://0251.0376.0251.0376/", "http://127.0.0.1:99999/", "not a url"):
+        assert fresh.run(fresh.fetcher.crawl_delay(url, policy)) is None, url
+    assert fresh.fetcher.robots_cache.downloads == 0
 
 
 # ------------------------------------------------------------------------------- caps
@@ -730,16 +891,62 @@ def test_robots_server_error_disallows_all(client: Client, site: Site, status: i
     assert (result.outcome, result.reason) == ("transient", "robots_unavailable")
     assert result.retry_after is not None
     assert 55 < result.retry_after <= 60
+    # RFC 9309's "unreachable": disallow all for a while, from the cache, without asking again
+    site.routes["/robots.txt"] = robots("User-agent: *\nAllow: /\n")
+    again = client.fetch(site.url("/page"), policy)
+    assert again.reason == "robots_unavailable"
+    assert site.hits["/robots.txt"] == 1
     assert site.hits["/page"] == 0
 
 
-def test_robots_timeout_disallows_all(client: Client, site: Site) -> None:
+def test_robots_timeout_fails_the_attempt_and_is_asked_again(fresh: Client, site: Site) -> None:
+    # an answer that does not come is no answer: the page's attempt fails (timeout, retried
+    # with backoff), and the next attempt asks robots.txt again instead of waiting minutes
     site.routes["/robots.txt"] = sleepy(0.5, robots("User-agent: *\nAllow: /\n"))
     site.routes["/page"] = reply()
-    policy = FetchPolicy(allow_private_network=True, read_timeout=0.1, total_timeout=2)
-    result = client.fetch(site.url("/page"), policy)
-    assert result.reason == "robots_unavailable"
-    assert "timeout" in result.detail
+    policy = FetchPolicy(
+        allow_private_network=True, read_timeout=0.1, total_timeout=2, robots_error_ttl=300
+    )
+    result = fresh.fetch(site.url("/page"), policy)
+    assert (result.outcome, result.reason, result.retry_after) == ("transient", "timeout", None)
+    assert result.detail.startswith("robots.txt: ")
+    site.routes["/robots.txt"] = robots("User-agent: *\nAllow: /\n")
+    assert fresh.fetch(site.url("/page"), policy).ok
+    assert fresh.fetcher.robots_cache.downloads == 2
+
+
+def test_robots_of_a_closed_port_fails_the_attempt_within_a_second(fresh: Client) -> None:
+    # nothing listens: before, robots.txt was "unreachable" and held the page for
+    # robots_error_ttl (5 minutes); now it is a transient connect_error, like the page's own
+    url = f"http://127.0.0.1:{free_port()}/x"
+    policy = FetchPolicy(allow_private_network=True, connect_timeout=1.0, robots_error_ttl=300)
+    started = time.perf_counter()
+    result = fresh.fetch(url, policy)
+    assert time.perf_counter() - started < 1.0
+    assert (result.outcome, result.reason, result.status) == ("transient", "connect_error", None)
+    assert result.retry_after is None  # the normal backoff, not the robots TTL
+    assert result.detail.startswith("robots.txt: ")
+    assert fresh.fetch(url, policy).reason == "connect_error"
+    assert fresh.fetcher.robots_cache.downloads == 2, "each attempt asks again"
+    # the crawl stage's Crawl-delay lookup right after must not try the dead host once more
+    assert fresh.run(fresh.fetcher.crawl_delay(url, policy)) is None
+    assert fresh.fetcher.robots_cache.downloads == 2
+
+
+def hang_up(h: _Handler) -> None:
+    h.close_connection = True  # no status line: the connection just closes
+
+
+def test_robots_connection_dropped_then_healed(fresh: Client, site: Site) -> None:
+    site.routes["/robots.txt"] = hang_up
+    site.routes["/page"] = reply()
+    result = fresh.fetch(site.url("/page"), ROBOTS)
+    assert result.outcome == "transient"
+    assert result.reason in ("read_error", "protocol_error")
+    assert result.retry_after is None
+    assert site.hits["/page"] == 0
+    site.routes["/robots.txt"] = robots("User-agent: *\nAllow: /\n")
+    assert fresh.fetch(site.url("/page"), ROBOTS).ok  # the next attempt, not minutes later
 
 
 def test_robots_fetched_once_for_many_concurrent_fetches(fresh: Client, site: Site) -> None:

@@ -57,6 +57,25 @@ def test_domains_include_subdomains_and_are_normalised() -> None:
     assert FetchPolicy().allows_host("anything.example")
 
 
+def test_ip_address_domains() -> None:
+    # the crawl stage makes its domains from the seeds' hosts: an IPv6 seed must not make
+    # the policy (and so its whole batch) fail
+    domains = ("fd00:ec2::254", "[2001:DB8:0::1]", "0xA9FEA9FE", "0251.0376.0251.0376")
+    policy = FetchPolicy(allowed_domains=domains)
+    assert policy.allowed_domains == (
+        "fd00:ec2::254",
+        "2001:db8::1",
+        "0xa9fea9fe",
+        "0251.0376.0251.0376",  # httpx cannot parse it, but a seed may carry it
+    )
+    assert policy.allows_host("fd00:ec2::254")
+    assert policy.allows_host("FD00:EC2:0:0:0:0:0:254")  # another spelling of the address
+    assert policy.allows_host("2001:db8::1")
+    assert policy.allows_host("0xa9fea9fe")
+    assert not policy.allows_host("fd00:ec2::253")
+    assert not policy.allows_host("169.254.169.254")
+
+
 @pytest.mark.parametrize(
     ("header", "allowed"),
     [

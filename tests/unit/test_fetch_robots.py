@@ -25,10 +25,22 @@ TEXT = b"User-agent: *\nDisallow: /private\nCrawl-delay: 3\n"
         (RobotsAnswer(429), "unavailable", 10),
         (RobotsAnswer(500), "unavailable", 10),
         (RobotsAnswer(503), "unavailable", 10),
-        (RobotsAnswer(None, reason="timeout"), "unavailable", 10),
-        (RobotsAnswer(None, reason="connect_error"), "unavailable", 10),
+        (RobotsAnswer(599), "unavailable", 10),
+        (RobotsAnswer(304), "allow_all", 100),  # only 5xx and 429 are "unreachable"
         (RobotsAnswer(None, reason="too_many_redirects"), "allow_all", 100),
         (RobotsAnswer(None, reason="redirect_loop"), "allow_all", 100),
+        # answered, but not with a file we may read: "unavailable" in RFC 9309's terms
+        (RobotsAnswer(None, reason="redirect_no_location"), "allow_all", 100),
+        (RobotsAnswer(None, reason="bad_url"), "allow_all", 100),
+        (RobotsAnswer(None, reason="network_guard"), "allow_all", 100),
+        (RobotsAnswer(None, reason="decode_error"), "allow_all", 100),
+        # no answer at all: expired at once, the page's attempt fails with the reason
+        (RobotsAnswer(None, reason="timeout"), "no_answer", 0),
+        (RobotsAnswer(None, reason="connect_error"), "no_answer", 0),
+        (RobotsAnswer(None, reason="dns_error"), "no_answer", 0),
+        (RobotsAnswer(None, reason="read_error"), "no_answer", 0),
+        (RobotsAnswer(None, reason="protocol_error"), "no_answer", 0),
+        (RobotsAnswer(None, reason="tls_error"), "no_answer", 0),
     ],
 )
 def test_rules_from_answer(answer: RobotsAnswer, state: str, expires_in: float) -> None:
@@ -36,7 +48,13 @@ def test_rules_from_answer(answer: RobotsAnswer, state: str, expires_in: float) 
     assert rules.state == state
     assert rules.expires_at == 1000.0 + expires_in
     allowed = rules.can_fetch("https://example.com/page", UA)
-    assert allowed is (state != "unavailable")
+    assert allowed is (state not in ("unavailable", "no_answer"))
+
+
+def test_no_answer_keeps_the_reason_and_the_error() -> None:
+    answer = RobotsAnswer(None, reason="connect_error", error="ConnectError: refused")
+    rules = rules_from_answer(answer, POLICY, now=0)
+    assert (rules.state, rules.detail, rules.error) == ("no_answer", "connect_error", answer.error)
 
 
 def test_parsed_rules() -> None:
@@ -123,6 +141,37 @@ def test_expiry_and_error_ttl(clock: FakeClock) -> None:
 
     asyncio.run(lookups())
     assert len(script.calls) == 2
+
+
+def test_no_answer_is_asked_again_at_the_next_lookup(clock: FakeClock) -> None:
+    # a dead host must not hold its pages for robots_error_ttl: each attempt asks again
+    script = Script(RobotsAnswer(None, reason="connect_error"))
+    clock.now = 0.0
+    cache = RobotsCache(script, clock=clock)
+    key = ("https", "example.com", 443)
+
+    async def lookups() -> None:
+        first = await cache.rules(key, POLICY)
+        assert first.state == "no_answer"
+        assert cache.peek(key) == first  # remembered, but not served
+        script.answer = RobotsAnswer(200, TEXT)
+        assert (await cache.rules(key, POLICY)).state == "parsed"  # same instant, asked again
+
+    asyncio.run(lookups())
+    assert len(script.calls) == 2
+
+
+def test_concurrent_lookups_share_one_no_answer() -> None:
+    script = Script(RobotsAnswer(None, reason="timeout"))
+    cache = RobotsCache(script)
+
+    async def main() -> None:
+        key = ("https", "example.com", 443)
+        results = await asyncio.gather(*(cache.rules(key, POLICY) for _ in range(20)))
+        assert {r.state for r in results} == {"no_answer"}
+
+    asyncio.run(main())
+    assert len(script.calls) == 1
 
 
 def test_least_recently_used_origin_is_evicted() -> None:

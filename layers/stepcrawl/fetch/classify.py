@@ -27,8 +27,9 @@ REASON_OUTCOMES: Mapping[str, Outcome] = MappingProxyType(
         "read_error": "transient",
         "protocol_error": "transient",
         "transport_error": "transient",
-        # robots.txt answered 5xx or not at all: RFC 9309 says disallow everything until it
-        # can be read, which is a wait, not a verdict on the URL
+        # robots.txt answered 5xx or 429: RFC 9309 says disallow everything until it can be
+        # read, which is a wait, not a verdict on the URL. (A robots.txt that got no answer at
+        # all fails the page with the download's own reason: connect_error, timeout, ...)
         "robots_unavailable": "transient",
         # the URL itself is unfit: retrying gives the same answer
         "tls_error": "fatal",
@@ -43,6 +44,9 @@ REASON_OUTCOMES: Mapping[str, Outcome] = MappingProxyType(
         "too_many_redirects": "fatal",
         "redirect_no_location": "fatal",
         "bad_url": "fatal",
+        # an exception the fetcher did not expect (a bug, or a case nobody foresaw): the URL
+        # is recorded as failed with the exception in its detail instead of failing its batch
+        "internal_error": "fatal",
     }
 )
 

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
+from urllib.parse import urljoin, urlsplit
 
 import httpx
 
@@ -32,11 +34,14 @@ from stepcrawl.fetch.transport import (
     TRANSPORT_ERRORS,
     TransportChoice,
     TransportName,
+    UnusableLocation,
     build_client,
     error_reason,
 )
 
 __all__ = ["Fetcher"]
+
+logger = logging.getLogger("stepcrawl.fetch")
 
 _SCHEMES = {"http": 80, "https": 443}
 _RETRY_AFTER_STATUSES = frozenset({429, 503})
@@ -70,7 +75,19 @@ def _parse_url(url: str | httpx.URL) -> httpx.URL:
     if not _HOST_CHARS.fullmatch(parsed.raw_host):
         # caught here rather than by a resolver that would send the garbage out as a query
         raise FetchAbort("bad_url", f"{url!r}: invalid host")
+    if parsed.port is not None and not 0 < parsed.port < 65536:
+        # httpx accepts any number; the socket layer then raises OverflowError, not OSError
+        raise FetchAbort("bad_url", f"{url!r}: port out of range")
     return parsed
+
+
+def _lenient_host(url: str, base: str = "") -> str:
+    """The host of a URL httpx refused (relative to ``base``), as far as the standard library
+    can tell; or ""."""
+    try:
+        return urlsplit(urljoin(base, url)).hostname or ""
+    except ValueError:
+        return ""
 
 
 def _host(url: httpx.URL) -> str:
@@ -146,7 +163,11 @@ class Fetcher:
     # ------------------------------------------------------------------------ public fetches
 
     async def fetch(self, url: str, policy: FetchPolicy) -> FetchResult:
-        """Fetch one URL under ``policy``; never raises for anything the network or site does."""
+        """Fetch one URL under ``policy``; a result whatever happens, within the total timeout.
+
+        Only cancellation propagates: any other exception, a bug included, becomes this URL's
+        result (``internal_error``), so that one URL can never fail a whole batch.
+        """
         started = time.perf_counter()
         trace = _Trace(url=url, final_url=url)
         body = b""
@@ -159,6 +180,9 @@ class Fetcher:
             reason, detail = exc.reason, exc.detail
         except TRANSPORT_ERRORS as exc:
             reason, detail = error_reason(exc), f"{type(exc).__name__}: {exc}"
+        except Exception as exc:  # a bug must end this URL, not its batch (docstring)
+            logger.exception("fetch of %s failed unexpectedly", url)
+            body, reason, detail = b"", "internal_error", f"{type(exc).__name__}: {exc}"
         if len(detail) > _MAX_DETAIL:
             detail = detail[:_MAX_DETAIL] + "..."  # some errors quote the whole response
         retry_after: float | None = None
@@ -199,8 +223,21 @@ class Fetcher:
         return await self.robots_cache.rules(_robots_key(_parse_url(url)), policy)
 
     async def crawl_delay(self, url: str, policy: FetchPolicy) -> float | None:
-        """The Crawl-delay robots.txt sets for ``policy.user_agent`` on ``url``'s origin."""
-        rules = await self.robots(url, policy)
+        """The Crawl-delay robots.txt sets for ``policy.user_agent`` on ``url``'s origin.
+
+        None when there is none to know, never an exception: the crawl stage asks this for
+        the URLs it just fetched, bad ones included. An origin whose robots.txt had no answer
+        is not asked again here (that would double the wait on a dead host); its next page
+        fetch asks, and the delay is learned then.
+        """
+        try:
+            key = _robots_key(_parse_url(url))
+        except FetchAbort:
+            return None
+        known = self.robots_cache.peek(key)
+        if known is not None and known.state == "no_answer":
+            return None
+        rules = await self.robots_cache.rules(key, policy)
         return rules.crawl_delay(policy.user_agent)
 
     # ------------------------------------------------------------------------------ internals
@@ -246,7 +283,7 @@ class Fetcher:
         the network guard.
         """
         client = self._client()
-        current = _parse_url(url)
+        current = self._parse_hop(url, policy)
         seen = {_loop_key(current)}
         timeout = httpx.Timeout(
             connect=policy.connect_timeout,
@@ -263,14 +300,21 @@ class Fetcher:
             host = _host(current)
             if page and not policy.allows_host(host):
                 raise FetchAbort("off_domain", f"{host} is not in allowed_domains")
+            # before robots.txt: nothing at all may be sent to an address the guard refuses
             addresses = await self._guard.check(
                 host, _port(current), allow_private=policy.allow_private_network
             )
             if page and policy.obey_robots:
                 await self._check_robots(current, policy)
             request = client.build_request("GET", current, headers=headers, timeout=timeout)
-            with pinned(host, addresses):
-                response = await client.send(request, stream=True)
+            try:
+                with pinned(host, addresses):
+                    response = await client.send(request, stream=True)
+            except UnusableLocation as bad:
+                trace.status, trace.headers = bad.status, kept_headers(bad.headers)
+                trace.final_url = str(current)
+                self._refuse_guarded_host(bad.location, policy, base=current)
+                raise FetchAbort("bad_url", str(bad)) from bad
             trace.status = response.status_code
             trace.headers = kept_headers(response.headers)
             trace.final_url = str(current)
@@ -281,8 +325,9 @@ class Fetcher:
             if not location:
                 raise FetchAbort("redirect_no_location", f"{response.status_code} without Location")
             try:
-                target = _parse_url(current.join(location))
+                target = self._parse_hop(current.join(location), policy)
             except httpx.InvalidURL as exc:
+                self._refuse_guarded_host(location, policy, base=current)
                 raise FetchAbort("bad_url", f"Location {location!r}: {exc}") from exc
             if _loop_key(target) in seen:
                 raise FetchAbort("redirect_loop", f"{target} again")
@@ -292,8 +337,30 @@ class Fetcher:
             trace.redirects.append(str(target))
             current = target
 
+    def _parse_hop(self, url: str | httpx.URL, policy: FetchPolicy) -> httpx.URL:
+        try:
+            return _parse_url(url)
+        except FetchAbort:
+            self._refuse_guarded_host(str(url), policy)
+            raise
+
+    def _refuse_guarded_host(
+        self, url: str, policy: FetchPolicy, *, base: httpx.URL | None = None
+    ) -> None:
+        """Raise network_guard if a URL httpx cannot parse names an address the guard refuses.
+
+        httpx rejects some legacy IPv4 spellings (``0251.0376.0251.0376``, octal with leading
+        zeros) that browsers and ``inet_aton`` read as an address: such a URL is never sent
+        either way, but the verdict that says why is the guard's, not "bad URL".
+        """
+        host = _lenient_host(url, str(base or ""))
+        self._guard.check_literal(host, allow_private=policy.allow_private_network)
+
     async def _check_robots(self, url: httpx.URL, policy: FetchPolicy) -> None:
         rules = await self.robots_cache.rules(_robots_key(url), policy)
+        if rules.state == "no_answer":
+            # the host did not answer: this attempt fails like any transient error would
+            raise FetchAbort(rules.detail, f"robots.txt: {rules.error}")
         if rules.state == "unavailable":
             raise FetchAbort("robots_unavailable", rules.detail)
         if not rules.can_fetch(str(url), policy.user_agent):
@@ -334,9 +401,10 @@ class Fetcher:
                 finally:
                     await response.aclose()
         except FetchAbort as exc:
-            return RobotsAnswer(None, reason=exc.reason)
+            return RobotsAnswer(None, reason=exc.reason, error=exc.detail)
         except TRANSPORT_ERRORS as exc:
-            return RobotsAnswer(None, reason=error_reason(exc))
+            error = f"{type(exc).__name__}: {exc}"
+            return RobotsAnswer(None, reason=error_reason(exc), error=error)
 
 
 async def _release(response: httpx.Response) -> None:

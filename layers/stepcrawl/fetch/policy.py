@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass
 
 import httpx
 
+from stepcrawl.fetch.guard import numeric_ipv4
 from stepcrawl.pipeline.models import DEFAULT_USER_AGENT
 
 __all__ = ["DEFAULT_CONTENT_TYPES", "FetchPolicy", "normalize_domain"]
@@ -74,7 +76,7 @@ class FetchPolicy:
         """Whether ``host`` (ASCII/IDNA form) is one of the allowed domains or under one."""
         if not self.allowed_domains:
             return True
-        host = host.lower().rstrip(".")
+        host = _ipv6_form(host) or host.lower().rstrip(".")
         return any(host == d or host.endswith("." + d) for d in self.allowed_domains)
 
     def allows_content_type(self, header: str | None) -> bool:
@@ -99,9 +101,36 @@ class FetchPolicy:
         return ", ".join(self.allowed_content_types) or "*/*"
 
 
+def _ipv6_form(host: str) -> str | None:
+    """``[FD00:EC2:0::254]`` -> ``fd00:ec2::254``; None if ``host`` is no IPv6 address.
+
+    One spelling per address: a URL may write it in any of several.
+    """
+    text = host.strip()
+    if text.startswith("[") and text.endswith("]"):
+        text = text[1:-1]
+    if ":" not in text:
+        return None
+    try:
+        return ipaddress.IPv6Address(text.replace("%25", "%", 1)).compressed
+    except ValueError:
+        return None
+
+
 def normalize_domain(domain: str) -> str:
-    """``Bücher.Example.`` -> ``xn--bcher-kva.example``: the form URL hosts are compared in."""
+    """``Bücher.Example.`` -> ``xn--bcher-kva.example``: the form URL hosts are compared in.
+
+    Addresses are hosts too, in every spelling a URL may carry: IPv6 (with or without
+    brackets) and the legacy IPv4 forms httpx refuses (``0251.0376.0251.0376``). The crawl
+    stage builds its domains from the seeds' hosts, and a refusal here fails the whole batch;
+    whether such an address may be fetched is the network guard's decision, not this one's.
+    """
+    ipv6 = _ipv6_form(domain)
+    if ipv6 is not None:
+        return ipv6
     text = domain.strip().rstrip(".")
+    if numeric_ipv4(text) is not None:
+        return text.lower()
     if not text or any(c in text for c in "/:@ "):
         raise ValueError(f"not a host name: {domain!r}")
     try:

@@ -17,6 +17,7 @@ __all__ = [
     "TRANSPORT_ERRORS",
     "TransportChoice",
     "TransportName",
+    "UnusableLocation",
     "aiohttp_available",
     "build_client",
     "error_reason",
@@ -50,6 +51,33 @@ def aiohttp_available() -> bool:
     return _AIOHTTP
 
 
+class UnusableLocation(Exception):  # noqa: N818 - a fetch outcome, like FetchAbort
+    """A redirect whose Location cannot be parsed as a URL; raised before httpx parses it.
+
+    httpx prepares the next request of every redirect, followed or not, and turns a Location
+    it cannot parse into RemoteProtocolError: a transient error, retried, for what is a
+    verdict on the URL (and, for ``0251.0376.0251.0376``, an address the guard refuses).
+    """
+
+    def __init__(self, response: httpx.Response, location: str, error: str) -> None:
+        super().__init__(f"Location {location!r}: {error}")
+        self.status = response.status_code
+        self.headers = response.headers
+        self.location = location
+        self.error = error
+
+
+async def _check_location(response: httpx.Response) -> None:
+    # a response hook: it runs before httpx reads the Location itself
+    if not response.has_redirect_location:
+        return
+    location = response.headers["location"]
+    try:
+        response.request.url.join(location)
+    except httpx.InvalidURL as exc:
+        raise UnusableLocation(response, location, str(exc)) from exc
+
+
 def _no_cookies() -> CookieJar:
     # The client is shared by every task the container runs: a cookie set by one site visit
     # must not ride along on another task's requests.
@@ -70,6 +98,7 @@ def build_client(
                 follow_redirects=False,
                 cookies=_no_cookies(),
                 trust_env=False,
+                event_hooks={"response": [_check_location]},
             ), "aiohttp"
         if choice == "aiohttp":
             raise RuntimeError("the aiohttp transport needs the httpx-aiohttp package")
@@ -80,6 +109,7 @@ def build_client(
         follow_redirects=False,
         cookies=_no_cookies(),
         trust_env=False,
+        event_hooks={"response": [_check_location]},
     ), "httpx"
 
 
