@@ -4,18 +4,17 @@
 |-------------------|---------------------------------|----------------------------|
 | task record       | ``RUN#<run>``                   | ``TASK#<task>``            |
 | shard lease       | ``RUN#<run>``                   | ``SHARD#<task>#<shard>``   |
-| bundle ledger     | ``RUN#<run>``                   | ``LEDGER#<task>#<bundle>`` |
-| URL record        | ``URL#<run>#<task>#<url hash>`` | ``U``                      |
+| task log entry    | ``LOG#<run>#<task>``            | ``<sequence, 10 digits>``  |
 | backlog chunk     | ``BL#<run>#<task>#<shard>``     | ``<depth>#<chunk id>#<n>`` |
 | failure record    | ``FAIL#<run>#<task>``           | ``<url hash>``             |
 | running task      | ``RUNNING``                     | ``<run>#<task>``           |
 | host breaker      | ``BREAKER#<host>``              | ``B``                      |
 | pipeline-run lock | ``PIPELINE#<pipeline>``         | ``RUNLOCK``                |
 
-URL records are spread over many partitions (one per URL) so that claims never make a hot
-partition; backlog chunks of one shard share a partition so the feeder reads them in order;
-the records of one run (tasks, leases, ledgers) share the run's partition so that one query
-lists a run's tasks. The run lock is written by the state machine itself (a DynamoDB
+There is no item per URL: a task's URL state is its log (:mod:`stepcrawl.crawl.tasklog`), read
+in order from one partition; backlog chunks of one shard share a partition so the feeder reads
+them in order; the records of one run (tasks, leases) share the run's partition so that one
+query lists a run's tasks. The run lock is written by the state machine itself (a DynamoDB
 ``putItem`` task state), so its key is also compiled into every definition.
 """
 
@@ -34,7 +33,8 @@ __all__ = [
     "breaker_key",
     "failure_key",
     "failures_pk",
-    "ledger_key",
+    "log_key",
+    "log_pk",
     "pipeline_pk",
     "run_lock_key",
     "run_pk",
@@ -42,7 +42,6 @@ __all__ = [
     "shard_key",
     "task_key",
     "url_hash",
-    "url_key",
 ]
 
 #: Partition listing the crawl tasks that are running (what the periodic sweep walks).
@@ -71,12 +70,12 @@ def shard_key(run: str, task: str, shard: int) -> Key:
     return (run_pk(run), f"SHARD#{task}#{shard:03d}")
 
 
-def ledger_key(run: str, task: str, bundle: str) -> Key:
-    return (run_pk(run), f"LEDGER#{task}#{bundle}")
+def log_pk(run: str, task: str) -> str:
+    return f"LOG#{run}#{task}"
 
 
-def url_key(run: str, task: str, url: str) -> Key:
-    return (f"URL#{run}#{task}#{url_hash(url)}", "U")
+def log_key(run: str, task: str, seq: int) -> Key:
+    return (log_pk(run, task), f"{seq:010d}")
 
 
 def backlog_pk(run: str, task: str, shard: int) -> str:

@@ -7,13 +7,14 @@ from pathlib import Path
 
 import pytest
 import yaml
+from tests.helpers.tasklog import log_failed_url, url_state
 from typer.testing import CliRunner
 
 from stepcrawl.cli import app
-from stepcrawl.crawl.accounting import PageCommit, failure_record
+from stepcrawl.crawl.accounting import failure_record
+from stepcrawl.crawl.commit import PageCommit
 from stepcrawl.crawl.context import CrawlConfig
 from stepcrawl.crawl.messages import UrlRef
-from stepcrawl.keys import url_key
 from stepcrawl.names import (
     ENV_BUCKET,
     ENV_FETCH_QUEUE_URL,
@@ -127,23 +128,14 @@ def test_redrive_from_the_cli_puts_urls_back_and_feeds_them(
             "budget": 9,
         }
     )
-    table.put(
-        {
-            "pk": url_key("r1", "crawl", URL)[0],
-            "sk": "U",
-            "url": URL,
-            "state": "failed",
-            "owner": "seed",
-            "depth": 0,
-        }
-    )
+    log_failed_url(table, "r1", "crawl", URL, status=503)
     page = PageCommit(UrlRef(url=URL), False, 503, "http_503", failure="transient")
     table.put(failure_record("r1", "crawl", page, 1.0))
     result = runner.invoke(app, ["redrive", "r1", "--class", "transient"])
     services_from_env.cache_clear()
     assert result.exit_code == 0, result.output
     assert "re-drove 1 of 1" in result.stdout
-    assert table.get(url_key("r1", "crawl", URL))["state"] == "pending"
+    assert url_state(table, "r1", "crawl", URL) == "pending"
     task = table.get(("RUN#r1", "TASK#crawl"))
     assert (task["status"], task["finished"], task["failed"]) == ("running", 0, 0)
     sent = sqs.receive_message(QueueUrl=fetch_queue, MaxNumberOfMessages=10)["Messages"]

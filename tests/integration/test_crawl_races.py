@@ -102,9 +102,7 @@ def test_a_tiny_window_still_reaches_every_page(rotating: str) -> None:
 def test_backlog_chunks_stay_under_the_item_size_limit() -> None:
     pipeline = rotating_pipeline("https://example.com/")
     runner = MemoryRunner(pipeline, config=CrawlConfig(shards=1))
-    refs = [
-        (UrlRef(url=f"https://example.com/{'x' * 1500}/{i}", depth=1), "owner") for i in range(1000)
-    ]
+    refs = [UrlRef(url=f"https://example.com/{'x' * 1500}/{i}", depth=1) for i in range(1000)]
     enqueue(runner.services, "run-1", "crawl", refs, "big")
     chunks = runner.table.query(backlog_pk("run-1", "crawl", 0))
     assert len(chunks) > 1

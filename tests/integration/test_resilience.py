@@ -15,6 +15,7 @@ import pytest
 from stepcrawl.breaker import BreakerConfig
 from stepcrawl.crawl.context import CrawlConfig
 from stepcrawl.crawl.failures import group_failures, list_failures, redrive
+from stepcrawl.crawl.tasklog import fingerprint, url_states
 from stepcrawl.local import MemoryRunner
 from stepcrawl.pipeline import Pipeline
 
@@ -119,17 +120,23 @@ def run(p: Pipeline) -> MemoryRunner:
     return runner
 
 
-def states(runner: MemoryRunner) -> dict[str, tuple[str, Any]]:
-    return {
-        str(i["url"]).split("/", 3)[-1]: (i["state"], i.get("reason"))
-        for i in runner.table.items.values()
-        if i["pk"].startswith("URL#") and "127.0.0.1" in str(i["url"])
-    }
+def ended(runner: MemoryRunner, host: str = "127.0.0.1") -> dict[str, tuple[str, Any]]:
+    """path -> (state, failure reason) of every page of ``host`` the site saw requested."""
+    log = url_states(runner.table, runner.run_id, "crawl")
+    reasons = {f.url: f.reason for f in list_failures(runner.table, runner.run_id)}
+    port = runner.pipeline.tasks[0].seeds[0].split(":")[2].split("/")[0]  # type: ignore[union-attr]
+    found: dict[str, tuple[str, Any]] = {}
+    for _, requested_host, path in Hostile.log:
+        url = f"http://{requested_host}:{port}{path}"
+        state = log.get(fingerprint(url))
+        if requested_host == host and state is not None:
+            found[path.lstrip("/")] = (state, reasons.get(url))
+    return found
 
 
 def test_recoverable_pages_are_fetched_and_fatal_ones_recorded_once(site: str) -> None:
     runner = run(pipeline(site))
-    recorded = states(runner)
+    recorded = ended(runner)
     assert recorded["flaky503"][0] == "done", "503 twice, then 200"
     assert recorded["throttled"][0] == "done"
     assert recorded["gone"] == ("failed", "http_404")
@@ -158,7 +165,7 @@ def test_retry_after_pauses_that_host_only(site: str) -> None:
 
 def test_a_task_may_reclassify_a_status(site: str) -> None:
     runner = run(pipeline(site, reclassify={403: "transient"}, max_attempts=2))
-    assert states(runner)["forbidden"][0] == "failed"
+    assert ended(runner)["forbidden"][0] == "failed"
     assert Hostile.hits["127.0.0.1/forbidden"] == 2, "403 retried once as transient"
 
 
@@ -179,7 +186,7 @@ def test_failures_are_listed_by_class_and_host_and_redrive_recovers_them(site: s
         runner.drain("crawl")
     finally:
         runner.close()
-    recorded = states(runner)
+    recorded = ended(runner)
     assert recorded["gone"][0] == "done"
     assert recorded["forbidden"][0] == "done"
     assert list_failures(runner.services.table, runner.run_id) == []
@@ -211,9 +218,6 @@ def test_a_sick_host_trips_its_breaker_and_is_probed_back(site: str) -> None:
     assert len(while_sick) <= 8 + 6, f"{len(while_sick)} requests to a host known to be down"
     localhost = [i for i in runner.table.items.values() if i["pk"] == "BREAKER#localhost"]
     assert [i["state"] for i in localhost] == ["closed"]
-    states = {
-        str(i["url"]).rsplit("/", 1)[-1]: i["state"]
-        for i in runner.table.items.values()
-        if "/sick/" in str(i.get("url", ""))
-    }
-    assert set(states.values()) == {"done"}
+    sick_pages = {p: s for p, (s, _) in ended(runner, "localhost").items() if "sick/" in p}
+    assert len(sick_pages) == 8
+    assert set(sick_pages.values()) == {"done"}

@@ -286,6 +286,8 @@ def test_delete_query_and_batch_get(table: Any) -> None:
     table.put({"pk": "Q", "sk": "x-other", "i": -1})
     assert [i["i"] for i in table.query("Q", sk_prefix="00")] == list(range(10))
     assert [i["i"] for i in table.query("Q", limit=3)] == [0, 1, 2]
+    assert [i["i"] for i in table.query("Q", sk_after="127")] == [128, 129, -1]
+    assert table.query("Q", sk_after="x-other") == []
     found = table.batch_get([("Q", f"{i:03d}") for i in range(0, 130, 1)] + [("Q", "none")])
     assert len(found) == 130
     assert not table.delete(("Q", "000"), condition=Cond("i", "eq", 99))

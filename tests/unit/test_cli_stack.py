@@ -9,14 +9,16 @@ from pathlib import Path
 
 import pytest
 import yaml
+from tests.helpers.tasklog import log_failed_url, url_state
 from typer.testing import CliRunner
 
 from stepcrawl.cli import app
-from stepcrawl.crawl.accounting import PageCommit, failure_record
+from stepcrawl.crawl.accounting import failure_record
+from stepcrawl.crawl.commit import PageCommit
 from stepcrawl.crawl.context import CrawlServices, PipelineRegistry
 from stepcrawl.crawl.messages import UrlRef
 from stepcrawl.crawl.tokens import MemoryTokens
-from stepcrawl.keys import task_key, url_key
+from stepcrawl.keys import task_key
 from stepcrawl.names import (
     ENV_TABLE,
     OUTPUT_FETCH_DLQ_URL,
@@ -90,8 +92,7 @@ def failed_run(table: MemoryTable) -> None:
     version = Pipeline.model_validate(PIPELINE).version_hash()
     record = {"status": "succeeded", "pipeline": "shop", "version": version}
     table.put({"pk": pk, "sk": sk, **record, "claimed": 1, "finished": 1, "failed": 1})
-    pk, sk = url_key("r1", "crawl", URL)
-    table.put({"pk": pk, "sk": sk, "url": URL, "state": "failed", "owner": "seed", "depth": 0})
+    log_failed_url(table, "r1", "crawl", URL)
     page = PageCommit(UrlRef(url=URL), False, 404, "http_404", failure="fatal")
     table.put(failure_record("r1", "crawl", page, 1.0))
 
@@ -124,7 +125,7 @@ def test_redrive_puts_urls_back_through_the_stack(stack: FakeStack, tmp_path: Pa
     assert result.exit_code == 0, result.output
     assert "re-drove 1 of 1" in result.stdout
     assert stack.stages == ["local"]
-    assert stack.table.get(url_key("r1", "crawl", URL))["state"] == "pending"
+    assert url_state(stack.table, "r1", "crawl", URL) == "pending"
     sent = [json.loads(m.body)["ref"]["url"] for m in stack.fetch_queue.drain()]
     assert sent == [URL]
 
@@ -139,7 +140,7 @@ def test_redrive_moves_nothing_without_the_deployed_pipeline_file(
     assert result.exit_code == 2
     assert "cannot re-drive task crawl of run r1" in result.output
     assert "--pipelines" in result.output
-    assert stack.table.get(url_key("r1", "crawl", URL))["state"] == "failed"
+    assert url_state(stack.table, "r1", "crawl", URL) == "failed"
     assert not stack.fetch_queue.drain()
 
 

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import pytest
+from tests.helpers.tasklog import log_failed_url, url_state
 
-from stepcrawl.crawl.accounting import PageCommit, failure_record
+from stepcrawl.crawl.accounting import failure_record
+from stepcrawl.crawl.commit import PageCommit
 from stepcrawl.crawl.context import CrawlServices, StaticRegistry
 from stepcrawl.crawl.failures import list_failures, redrive
 from stepcrawl.crawl.messages import UrlRef
 from stepcrawl.crawl.states import TaskState, UrlState
 from stepcrawl.crawl.tokens import MemoryTokens
 from stepcrawl.errors import ConfigError
-from stepcrawl.keys import task_key, url_key
+from stepcrawl.keys import task_key
 from stepcrawl.storage import MemoryBlobStore, MemoryQueue, MemoryTable
 
 URL = "https://a.example/x"
@@ -42,14 +44,13 @@ def test_a_missing_pipeline_moves_nothing() -> None:
             "failed": 1,
         }
     )
-    pk, sk = url_key("r1", "crawl", URL)
-    table.put({"pk": pk, "sk": sk, "url": URL, "state": UrlState.FAILED, "owner": "seed"})
+    log_failed_url(table, "r1", "crawl", URL, status=503)
     page = PageCommit(UrlRef(url=URL), False, 503, "http_503", failure="transient")
     table.put(failure_record("r1", "crawl", page, 1.0))
 
     with pytest.raises(ConfigError, match="pipeline shop version v1 is not deployed"):
         redrive(services(table), "r1", list_failures(table, "r1"))
 
-    assert table.get(url_key("r1", "crawl", URL))["state"] == UrlState.FAILED  # type: ignore[index]
+    assert url_state(table, "r1", "crawl", URL) == UrlState.FAILED
     assert table.get(task_key("r1", "crawl"))["status"] == TaskState.SUCCEEDED  # type: ignore[index]
     assert len(list_failures(table, "r1")) == 1

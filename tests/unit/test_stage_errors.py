@@ -11,9 +11,11 @@ import pytest
 from tests.helpers.demo import demo_pipeline
 
 from stepcrawl.crawl import FetchMessage, process_fetch_batch
+from stepcrawl.crawl.fetch_stage import fetch_policy
 from stepcrawl.crawl.messages import UrlRef
 from stepcrawl.errors import FatalError
 from stepcrawl.local import MemoryRunner
+from stepcrawl.pipeline import CrawlTask, Pipeline
 
 SITE = "http://127.0.0.1:9"  # never fetched: the stage refuses the message first
 
@@ -49,3 +51,24 @@ def test_a_load_the_deployment_cannot_do_fails_its_task_instead_of_retrying() ->
     assert answer.kind == "failure"
     assert answer.error == "Stepcrawl.ConfigError"
     assert "someone-elses-bucket" in answer.cause
+
+
+def test_a_seed_host_the_fetch_policy_refuses_does_not_break_the_task_policy() -> None:
+    """One seed with a host the policy cannot read must end on its own (bad_url), not fail
+    every fetch batch of its task while the policy is built."""
+    data = {
+        "name": "odd",
+        "tasks": [
+            {"id": "c", "type": "crawl", "seeds": ["http://exa mple.com/", "http://good.example/"]}
+        ],
+    }
+    pipeline = Pipeline.model_validate(data)
+    task = pipeline.task("c")
+    assert isinstance(task, CrawlTask)
+    assert fetch_policy(pipeline, task).allowed_domains == ("good.example",)
+    only_bad = Pipeline.model_validate(
+        {"name": "odd", "tasks": [{"id": "c", "type": "crawl", "seeds": ["http://exa mple.com/"]}]}
+    )
+    policy = fetch_policy(only_bad, only_bad.task("c"))  # type: ignore[arg-type]
+    assert policy.allowed_domains
+    assert not policy.allows_host("anything.example")

@@ -6,10 +6,9 @@ task's limit, the record is marked ``stopped: budget_exhausted`` and its page bu
 zero, once (a conditional update). From then on, instead of feeding:
 
 - URLs waiting in the backlog are recorded ``skipped`` and counted finished, a backlog chunk
-  at a time, under the shard's lease. Each URL moves ``pending -> skipped`` stamped with the
-  chunk's identity (a URL fetched meanwhile keeps its own record), then one transaction puts
-  the chunk's ledger item and adds the chunk's skipped URLs to ``finished`` and ``skipped``,
-  so a crash and a second drain count each URL once;
+  at a time, under the shard's lease: one entry of the task's log per chunk (its id names the
+  chunk, so a crash and a second drain count each URL once) records the chunk's URLs that no
+  fetch recorded meanwhile, with ``finished`` and ``skipped`` up by as many;
 - pages already in flight are fetched and recorded as usual; the links they bring are over
   the zero budget, so they are skipped as ``max_pages`` does.
 
@@ -25,10 +24,10 @@ from __future__ import annotations
 from typing import Any, Final
 
 from stepcrawl.cost.prices import PRICES
-from stepcrawl.crawl.accounting import ledger_once, skip_once
+from stepcrawl.crawl.commit import Decision, append
 from stepcrawl.crawl.context import CrawlServices
-from stepcrawl.crawl.messages import UrlRef
 from stepcrawl.crawl.states import TaskState
+from stepcrawl.crawl.tasklog import Delta, PageLine, TaskLog, fingerprint
 from stepcrawl.functions_spec import FUNCTION_MEMORY_MB
 from stepcrawl.keys import backlog_pk, shard_key, task_key
 from stepcrawl.locks import LeaseLock
@@ -38,7 +37,6 @@ __all__ = ["BUDGET_EXHAUSTED", "drain_backlog", "over_budget", "spent_usd"]
 
 #: The ``stopped`` reason of a task whose cost guard tripped.
 BUDGET_EXHAUSTED: Final = "budget_exhausted"
-_SKIP_REASON: Final = "max_cost_usd"
 _LAMBDA_GB: Final = max(FUNCTION_MEMORY_MB.values()) / 1024
 
 
@@ -97,12 +95,19 @@ def drain_backlog(services: CrawlServices, run: str, task: str) -> int:
 def _drain_chunk(
     services: CrawlServices, run: str, task: str, shard: int, chunk: dict[str, Any]
 ) -> int:
-    ident = f"drain-{shard:03d}-{chunk['sk']}"
-    refs = [UrlRef(url=e["u"], depth=e["d"], attempt=e.get("a", 1)) for e in chunk["urls"]]
-    mine = [ref for ref in refs if skip_once(services, run, task, ident, ref, _SKIP_REASON)]
-    counted = ledger_once(
-        services, run, task, ident, {"finished": len(mine), "skipped": len(mine)}, pages=0
-    )
-    if counted:
-        services.table.delete((chunk["pk"], chunk["sk"]))
-    return len(mine) if counted else 0
+    by = f"drain-{shard:03d}-{chunk['sk']}"
+    skipped = PageLine(state="skipped")
+
+    def decide(log: TaskLog, _budget: int | None) -> Decision:
+        fps = dict.fromkeys(fingerprint(entry["u"]) for entry in chunk["urls"])
+        waiting = [fp for fp in fps if fp in log.seen and fp not in log.recorded]
+        return Decision(
+            Delta(by=by, recorded=[(fp, skipped) for fp in waiting]),
+            add={"finished": len(waiting), "skipped": len(waiting)},
+        )
+
+    outcome = append(services, run, task, by, decide)
+    if outcome is None:
+        return 0  # the task ended meanwhile
+    services.table.delete((chunk["pk"], chunk["sk"]))
+    return len(outcome[1].recorded)

@@ -16,7 +16,7 @@ from typing import Any, Final, Protocol
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from stepcrawl.breaker import BreakerBook, BreakerConfig
-from stepcrawl.crawl.claimcache import ClaimCache
+from stepcrawl.crawl.tasklog import TaskLogs
 from stepcrawl.errors import ConfigError
 from stepcrawl.names import ENV_FETCH_CONCURRENCY, ENV_SHARDS, ENV_WINDOW
 from stepcrawl.pipeline import Pipeline, load_pipeline
@@ -158,7 +158,8 @@ class CrawlServices:
     config: CrawlConfig = field(default_factory=CrawlConfig)
     clock: Callable[[], float] = time.time
     table_writers: Callable[[str], TableWriter] | None = None
-    claim_cache: ClaimCache = field(default_factory=lambda: ClaimCache(200_000))
+    #: The task logs this container has read (each read on from where it stopped).
+    task_logs: TaskLogs = field(default_factory=TaskLogs)
     #: Count a metric (name, value); on Lambda, CloudWatch through Powertools' EMF.
     metric: Callable[[str, float], None] = field(default=lambda _name, _value: None)
 

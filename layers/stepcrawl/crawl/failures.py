@@ -1,27 +1,30 @@
 """Failure records of a run: list them, and re-drive them into the frontier.
 
-A URL that exhausted its attempts (or failed for good) is recorded ``failed`` and gets a
-failure record (class, status, last error, attempts, time). Re-driving one moves its URL
-record back to ``pending`` and the task's counters back by one finished page, in one
-transaction conditioned on the URL still being failed (so a re-drive run twice, or racing,
-puts each URL back once), then queues it with a fresh attempt budget. A task that had
-already finished is re-opened: it finishes again when the re-driven URLs are recorded.
+A URL that exhausted its attempts (or failed for good) is recorded ``failed`` in the task's
+log and gets a failure record (class, status, last error, attempts, time). Re-driving appends
+one log entry that re-opens the URLs still recorded failed, with the task's counters back by
+as many (so a re-drive run twice, or racing, re-opens each URL once), then queues them with a
+fresh attempt budget. A task that had already finished is re-opened: it finishes again when
+the re-driven URLs are recorded.
 """
 
 from __future__ import annotations
 
+import uuid
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from stepcrawl.crawl.accounting import mark_running
+from stepcrawl.crawl.commit import Decision, append
 from stepcrawl.crawl.context import CrawlServices
 from stepcrawl.crawl.frontier import enqueue, feed_all_shards
 from stepcrawl.crawl.messages import UrlRef
-from stepcrawl.crawl.states import TaskState, UrlState
-from stepcrawl.keys import TASK_PREFIX, failure_key, failures_pk, run_pk, task_key, url_key
-from stepcrawl.storage import All, Cond, Table, TransactionConflict, Write
+from stepcrawl.crawl.states import TaskState
+from stepcrawl.crawl.tasklog import Delta, TaskLog, fingerprint
+from stepcrawl.keys import TASK_PREFIX, failure_key, failures_pk, run_pk
+from stepcrawl.storage import All, Cond, Table
 
 __all__ = ["Failure", "group_failures", "list_failures", "redrive", "run_tasks"]
 
@@ -95,19 +98,18 @@ def redrive(services: CrawlServices, run: str, failures: Iterable[Failure]) -> i
         f.task: services.registry.get(str(tasks[f.task]["pipeline"]), str(tasks[f.task]["version"]))
         for f in chosen
     }
-    moved: dict[str, list[UrlRef]] = {}
+    by_task: dict[str, list[Failure]] = {}
     for failure in chosen:
-        if _reopen(services, run, failure):
-            ref = UrlRef(url=failure.url, depth=failure.depth)
-            moved.setdefault(failure.task, []).append(ref)
-    for task_id, refs in moved.items():
-        owners = services.table.batch_get(
-            [url_key(run, task_id, r.url) for r in refs], consistent=True
-        )
-        pairs = [
-            (r, str(owners.get(url_key(run, task_id, r.url), {}).get("owner", ""))) for r in refs
-        ]
-        enqueue(services, run, task_id, pairs, f"redrive-{int(services.clock())}")
+        by_task.setdefault(failure.task, []).append(failure)
+    moved = 0
+    for task_id, task_failures in by_task.items():
+        pending = _reopen(services, run, task_id, task_failures)
+        if not pending:
+            continue
+        refs = [UrlRef(url=f.url, depth=f.depth) for f in pending]
+        enqueue(services, run, task_id, refs, f"redrive-{int(services.clock())}")
+        for failure in pending:
+            services.table.delete(failure_key(run, task_id, failure.url))
         pipeline = pipelines[task_id]
         mark_running(
             services, run=run, task=task_id, pipeline=pipeline.name, version=pipeline.version_hash()
@@ -120,29 +122,44 @@ def redrive(services: CrawlServices, run: str, failures: Iterable[Failure]) -> i
             task=task_id,
             delay=pipeline.settings_for(task_id).politeness.delay,
         )
-    return sum(len(refs) for refs in moved.values())
+        moved += len(pending)
+    return moved
 
 
-def _reopen(services: CrawlServices, run: str, failure: Failure) -> bool:
-    """Move one failed URL back to pending and its task's counters back, atomically."""
-    writes = [
-        Write(
-            "update",
-            url_key(run, failure.task, failure.url),
-            set={"state": UrlState.PENDING, "attempts": 0, "reason": "redriven"},
-            condition=Cond("state", "eq", UrlState.FAILED),
-        ),
-        Write(
-            "update",
-            task_key(run, failure.task),
+def _reopen(services: CrawlServices, run: str, task: str, failures: list[Failure]) -> list[Failure]:
+    """Re-open the failed URLs among ``failures`` in one log entry, with the task's counters
+    back by as many (and the task running again); the failures now waiting to be fetched,
+    those re-opened by an earlier re-drive that stopped before queueing them included."""
+
+    def decide(log: TaskLog, _budget: int | None) -> Decision:
+        fps = [fp for fp in dict.fromkeys(fingerprint(f.url) for f in failures) if fp in log.failed]
+        return Decision(
+            Delta(by=by, reopened=fps),
+            add={"finished": -len(fps), "failed": -len(fps)},
             set={"status": TaskState.RUNNING},
-            add={"finished": -1, "failed": -1},
-            condition=All((Cond("status", "ne", TaskState.FINISHING), Cond("finished", "ge", 1))),
-        ),
+            condition=All(
+                (Cond("status", "ne", TaskState.FINISHING), Cond("finished", "ge", len(fps)))
+            ),
+        )
+
+    log = services.task_logs.get(run, task)
+    with log.lock:
+        log.refresh(services.table)
+        failed = any(fingerprint(f.url) in log.failed for f in failures)
+    if failed:
+        by = f"redrive-{uuid.uuid4().hex}"
+        if append(services, run, task, by, decide) is None:
+            return []  # the task is finishing: try again once it has finished
+    # Waiting to be fetched, and still listed as failed: re-opened now, or by a re-drive that
+    # stopped before queueing them (it deletes a failure record once the URL is queued).
+    keys = [failure_key(run, task, f.url) for f in failures]
+    listed = services.table.batch_get(keys, consistent=True)
+    return [
+        f
+        for f, key in zip(failures, keys, strict=True)
+        if key in listed and _waiting(log, fingerprint(f.url))
     ]
-    try:
-        services.table.transact(writes)
-    except TransactionConflict:
-        return False  # not failed any more (re-driven already), or its task is finishing
-    services.table.delete(failure_key(run, failure.task, failure.url))
-    return True
+
+
+def _waiting(log: TaskLog, fp: int) -> bool:
+    return fp in log.seen and fp not in log.recorded

@@ -15,7 +15,7 @@ import random
 import time
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Protocol
+from typing import Final, Protocol
 
 from stepcrawl.breaker import BreakerState
 from stepcrawl.crawl.context import CrawlServices
@@ -23,11 +23,12 @@ from stepcrawl.crawl.frontier import enqueue
 from stepcrawl.crawl.hosts import HostView, note_crawl_delay, pause_host, read_hosts
 from stepcrawl.crawl.messages import FetchMessage, PageEnvelope, ParseBundle, UrlRef
 from stepcrawl.crawl.paths import body_key
-from stepcrawl.crawl.states import UrlState
+from stepcrawl.crawl.tasklog import fingerprint
 from stepcrawl.errors import FatalError
 from stepcrawl.extract.urls import url_host
 from stepcrawl.fetch import FetchPolicy, FetchResult
-from stepcrawl.keys import url_hash, url_key
+from stepcrawl.fetch.policy import normalize_domain
+from stepcrawl.keys import url_hash
 from stepcrawl.names import METRIC_BREAKER_TRANSITIONS
 from stepcrawl.pipeline import CrawlTask, Pipeline
 from stepcrawl.storage import MAX_SQS_DELAY, OutMessage, Usage
@@ -48,7 +49,7 @@ class BatchFetcher(Protocol):
 def fetch_policy(pipeline: Pipeline, task: CrawlTask) -> FetchPolicy:
     """The fetch rules of a crawl task, from its effective settings."""
     settings = pipeline.settings_for(task.id)
-    domains = task.allowed_domains or [url_host(seed) for seed in task.seeds]
+    domains = task.allowed_domains or _seed_domains(task.seeds)
     return FetchPolicy(
         user_agent=settings.politeness.user_agent,
         max_bytes=int(settings.limits.max_bytes_per_page),
@@ -56,6 +57,23 @@ def fetch_policy(pipeline: Pipeline, task: CrawlTask) -> FetchPolicy:
         allow_private_network=task.allow_private_network,
         obey_robots=settings.politeness.obey_robots,
     )
+
+
+#: A domain no host matches: the policy of a task none of whose seeds has a usable host
+#: (an empty list would admit any host).
+_NO_DOMAIN: Final = "no-host.invalid"
+
+
+def _seed_domains(seeds: Sequence[str]) -> list[str]:
+    """The seeds' hosts that a policy accepts; a seed whose host it refuses ends ``bad_url``
+    by itself and must not fail every batch of its task."""
+    domains = []
+    for seed in seeds:
+        try:
+            domains.append(normalize_domain(url_host(seed)))
+        except ValueError:
+            continue
+    return domains or [_NO_DOMAIN]
 
 
 async def process_fetch_batch(
@@ -150,14 +168,16 @@ async def _learn_crawl_delays(
 def _still_pending(
     services: CrawlServices, run: str, task: str, messages: Sequence[FetchMessage]
 ) -> list[FetchMessage]:
-    # Consistent: a URL claimed and fed a moment ago must be seen as pending.
-    keys = [url_key(run, task, m.ref.url) for m in messages]
-    records = services.table.batch_get(keys, consistent=True)
-    unique: dict[str, FetchMessage] = {}
-    for message in messages:
-        record = records.get(url_key(run, task, message.ref.url))
-        if record is not None and record.get("state") == UrlState.PENDING:
-            unique.setdefault(message.ref.url, message)
+    """The messages whose URL the task's log has admitted and not recorded (a duplicate feed
+    or delivery of a recorded URL is dropped before it costs a fetch)."""
+    log = services.task_logs.get(run, task)
+    with log.lock:
+        log.refresh(services.table)
+        unique: dict[int, FetchMessage] = {}
+        for message in messages:
+            fp = fingerprint(message.ref.url)
+            if fp in log.seen and fp not in log.recorded:
+                unique.setdefault(fp, message)
     return list(unique.values())
 
 
@@ -226,19 +246,8 @@ def _outcomes(
         services.fetch_queue.send_batch(retries)
     for ref, _ in waits:
         chunk = f"retry-{url_hash(ref.url)}-{ref.attempt}"
-        enqueue(
-            services,
-            messages[0].run,
-            task.id,
-            [(ref, _owner_of(services, messages[0], ref))],
-            chunk,
-        )
+        enqueue(services, messages[0].run, task.id, [ref], chunk)
     return envelopes
-
-
-def _owner_of(services: CrawlServices, message: FetchMessage, ref: UrlRef) -> str:
-    record = services.table.get(url_key(message.run, message.task, ref.url)) or {}
-    return str(record.get("owner", ""))
 
 
 def _backoff(attempt: int, base: float, cap: float, retry_after: float | None) -> int:

@@ -1,23 +1,18 @@
-"""The frontier: claiming URLs once, the sharded backlog, and feeding the fetch queue.
+"""The frontier: the sharded backlog, and feeding the fetch queue.
 
-A URL enters a task's frontier by a *claim*: an update that creates its record only if absent
-(``if_not_exists``) and says who owns it. The owner (the page that discovered it, or the seed
-step) accounts for it when it commits, so a redelivered owner claims the same URLs again and
-counts them once. Known URLs are filtered before any write: a per-container cache, then one
-batched read, since a failed or no-op write bills like a real one.
-
-Claimed URLs wait in backlog chunks, one partition per (run, task, shard), ordered by depth
-then chunk id. Feeding a shard takes that shard's lease, spaces each host's requests by the
-politeness delay (SQS DelaySeconds, at most 15 minutes ahead), sends up to the free window,
-and deletes what it sent. A crash after sending re-sends those URLs: the fetch stage skips
-URLs already recorded, and commits are conditional, so duplicates cost a little and change
-no count.
+A URL enters a task's frontier when a commit admits it (:mod:`stepcrawl.crawl.commit`: the
+task's log decides, once, which URLs are new). Admitted URLs wait in backlog chunks, one
+partition per (run, task, shard), ordered by depth then chunk id. Feeding a shard takes that
+shard's lease, spaces each host's requests by the politeness delay (SQS DelaySeconds, at most
+15 minutes ahead), sends up to the free window, and deletes what it sent. A crash after sending
+re-sends those URLs: the fetch stage skips URLs already recorded, and commits are conditional,
+so duplicates cost a little and change no count.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,13 +20,12 @@ from stepcrawl.crawl.context import CrawlServices
 from stepcrawl.crawl.hosts import HostView
 from stepcrawl.crawl.messages import FetchMessage, UrlRef
 from stepcrawl.crawl.ring import shard_of
-from stepcrawl.crawl.states import UrlState
 from stepcrawl.extract.urls import url_host
-from stepcrawl.keys import backlog_pk, shard_key, url_key
+from stepcrawl.keys import backlog_pk, shard_key
 from stepcrawl.locks import LeaseLock
 from stepcrawl.storage import MAX_SQS_DELAY, OutMessage
 
-__all__ = ["ShardRef", "claim", "enqueue", "feed", "feed_all_shards"]
+__all__ = ["ShardRef", "enqueue", "feed", "feed_all_shards"]
 
 FEED_ROUNDS = 4
 LEASE_SKEW = 1.0  # seconds of clock difference between Lambdas a shard lease tolerates
@@ -49,59 +43,12 @@ class ShardRef:
     shard: int
 
 
-def claim(
-    services: CrawlServices, run: str, task: str, owner: str, refs: Sequence[UrlRef]
-) -> list[UrlRef]:
-    """Claim ``refs`` for ``owner``; return those ``owner`` owns (new now, or earlier)."""
-    cache = services.claim_cache
-    owned: list[UrlRef] = []
-    unique: dict[str, UrlRef] = {}
-    for ref in refs:
-        if ref.url in unique:
-            continue
-        known = cache.owner(run, task, ref.url)
-        if known is None:
-            unique[ref.url] = ref
-        elif known == owner:
-            owned.append(ref)
-    if not unique:
-        return owned
-    existing = services.table.batch_get([url_key(run, task, u) for u in unique])
-    for url, ref in unique.items():
-        key = url_key(run, task, url)
-        record = existing.get(key)
-        if record is None:
-            record = services.table.update(
-                key,
-                set_if_absent={
-                    "url": url,
-                    "depth": ref.depth,
-                    "state": UrlState.PENDING,
-                    "owner": owner,
-                    "shard": shard_of(url_host(url), services.config.shards),
-                },
-            )
-        if record is None:
-            continue
-        if record.get("owner") == owner:
-            owned.append(ref)
-        else:
-            cache.remember(run, task, url, str(record.get("owner")))
-    return owned
-
-
 def enqueue(
-    services: CrawlServices,
-    run: str,
-    task: str,
-    owner_of: Iterable[tuple[UrlRef, str]],
-    chunk_id: str,
+    services: CrawlServices, run: str, task: str, refs: Iterable[UrlRef], chunk_id: str
 ) -> set[int]:
-    """Put claimed URLs (with their owners) in their shards' backlogs (idempotent per
-    ``chunk_id``)."""
+    """Put admitted URLs in their shards' backlogs (idempotent per ``chunk_id``)."""
     by_shard: dict[tuple[int, int], list[dict[str, Any]]] = {}
-    pairs = list(owner_of)
-    for ref, _ in pairs:
+    for ref in refs:
         shard = shard_of(url_host(ref.url), services.config.shards)
         entry: dict[str, Any] = {"u": ref.url, "d": ref.depth, "a": ref.attempt}
         if ref.not_before:
@@ -118,10 +65,6 @@ def enqueue(
                     "urls": part,
                 }
             )
-    # Only now: a redelivery after a failed put must claim (and so enqueue) them again.
-    cache = services.claim_cache
-    for ref, owner in pairs:
-        cache.remember(run, task, ref.url, owner)
     return {shard for shard, _ in by_shard}
 
 

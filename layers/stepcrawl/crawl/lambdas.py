@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -16,6 +17,8 @@ from stepcrawl.crawl.parse_stage import process_bundle
 from stepcrawl.crawl.sweeper import sweep_running
 
 __all__ = ["SqsRecord", "dispatch_record", "fetch_records", "parse_record", "run_sweeper"]
+
+logger = logging.getLogger("stepcrawl.fetch")
 
 
 class SqsRecord(Protocol):
@@ -67,7 +70,9 @@ def fetch_records(
     try:
         # Not _billed: the fetch stage meters its own time into the bundles it sends.
         loop.run_until_complete(process_fetch_batch(services, fetcher, messages))
-    except Exception:  # noqa: BLE001 - any failure: Lambda redelivers the batch
-        # Every record comes back; the commit is idempotent, so refetching is safe.
+    except Exception:
+        # Every record comes back; the commit is idempotent, so refetching is safe. Loud:
+        # a batch that keeps failing ends in the dead-letter queue, and must say why.
+        logger.exception("fetch batch failed; all %d records come back", len(records))
         return {"batchItemFailures": [{"itemIdentifier": r.messageId} for r in records]}
     return {"batchItemFailures": []}

@@ -3,15 +3,16 @@
 Order matters for at-least-once delivery:
 
 1. extract every page;
-2. stamp the pages recorded by this bundle (:func:`~stepcrawl.crawl.accounting.stamp_pages`);
-   pages another bundle recorded (a duplicate fetch) are dropped here, with their links
-   and items;
+2. commit (:func:`~stepcrawl.crawl.commit.commit_bundle`): the task's log records the pages no
+   other commit recorded (a page fetched twice counts once, with the links and items of the
+   bundle that recorded it) and admits their links that are new, within the page budget, in
+   one transaction with the counters; a redelivered bundle finds its own commit instead;
 3. write this bundle's items as one JSONL part keyed by the bundle id (a redelivery, which
-   carries the same pages and bodies, overwrites the same object);
-4. claim the links of this bundle's pages (owned by the page that found them), and count
-   pages and owned links once (:func:`~stepcrawl.crawl.accounting.count_bundle`);
-5. enqueue the owned links (again on a redelivery, which a crash after 4 needs; chunk ids
-   make it idempotent), then advance the task: guard its cost, feed, finish it if complete.
+   carries the same pages and bodies, writes the same object), and the failure records of
+   its failed pages;
+4. enqueue the admitted links (chunk ids make it idempotent), then advance the task: guard
+   its cost, feed, finish it if complete. A crash anywhere after 2 is finished by the
+   redelivery, which redoes 3 and 4 from the commit.
 """
 
 from __future__ import annotations
@@ -21,15 +22,15 @@ import logging
 import time
 from typing import Any
 
-from stepcrawl.crawl.accounting import PageCommit, count_bundle, stamp_pages
+from stepcrawl.crawl.accounting import failure_record
 from stepcrawl.crawl.advance import advance_task
+from stepcrawl.crawl.commit import PageCommit, commit_bundle
 from stepcrawl.crawl.context import CrawlServices
-from stepcrawl.crawl.frontier import claim, enqueue
+from stepcrawl.crawl.frontier import enqueue
 from stepcrawl.crawl.messages import PageEnvelope, ParseBundle, UrlRef
 from stepcrawl.crawl.paths import items_part_key
 from stepcrawl.errors import FatalError
 from stepcrawl.extract import parse_page
-from stepcrawl.keys import url_hash
 from stepcrawl.pipeline import CrawlTask
 from stepcrawl.storage import Usage
 
@@ -51,22 +52,20 @@ def process_bundle(services: CrawlServices, bundle: ParseBundle) -> int:
         page, page_items = _extract(services, task, envelope, settings.limits.max_depth)
         pages.append(page)
         items[envelope.ref.url] = page_items
-    # Stamp first: only this bundle's pages may claim links or contribute items, so a
-    # duplicate fetch of a page (another bundle) can neither hide links nor add items.
-    mine = stamp_pages(services, bundle.run, bundle.task, bundle.bundle_id, pages)
+    usage = services.meter.take() + (bundle.usage or Usage())
+    mine = commit_bundle(services, bundle.run, bundle.task, bundle.bundle_id, pages, usage)
     part = items_part_key(bundle.pipeline, bundle.run, bundle.task, bundle.bundle_id)
     _write_part(services, part, [i for page in mine for i in items[page.ref.url]])
+    now = services.clock()
     for page in mine:
-        page.children = claim(
-            services, bundle.run, bundle.task, url_hash(page.ref.url), page.children
-        )
-    usage = services.meter.take() + (bundle.usage or Usage())
-    mine = count_bundle(services, bundle.run, bundle.task, bundle.bundle_id, mine, usage)
+        if not page.ok:
+            # What `stepcrawl failures` lists and `redrive` puts back.
+            services.table.put(failure_record(bundle.run, bundle.task, page, now))
     enqueue(
         services,
         bundle.run,
         bundle.task,
-        [(child, url_hash(page.ref.url)) for page in mine for child in page.children],
+        [child for page in mine for child in page.children],
         # Discovery order within a depth: the bundle's fetch time leads its chunk key
         # (carried in the message, so a redelivery rewrites the same chunk).
         f"{min(e.fetched_at for e in bundle.pages)}#{bundle.bundle_id}",

@@ -1,4 +1,4 @@
-"""The states of a URL record and of a crawl task record (stored as their string values).
+"""The states of a URL (as a task's log records it) and of a crawl task record.
 
 ::
 

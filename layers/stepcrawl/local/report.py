@@ -7,9 +7,8 @@ OUT/report.json          the run and, per task: state, duration, pages/s; for a 
                          and parse latency, bytes
 OUT/logs/functions.log   what the functions printed (their CloudWatch Logs)
 
-Page statistics come from the URL records the parse stage stamps (one scan of the run's
-records: fine for a local table, which is why this is local mode's report and not
-``stepcrawl status``, which reads only counters).
+Page statistics come from each crawl task's log, which records every page's status, class,
+attempts, size and latencies with the commit that recorded it (one query per task).
 
 The report's ``cost`` block is what the run would cost on AWS (:mod:`stepcrawl.cost`): the
 counts per page it measured (every function container's meter, the runtime's invocations,
@@ -25,17 +24,17 @@ import re
 import statistics
 import sys
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
-
-from boto3.dynamodb.types import TypeDeserializer
 
 from stepcrawl.cost import Assumptions, Counts, FunctionCounts, estimate
 from stepcrawl.crawl.accounting import task_summary
 from stepcrawl.crawl.failures import list_failures
+from stepcrawl.crawl.tasklog import recorded_lines
 from stepcrawl.deployment import Deployment, RunStatus, TaskStatus
-from stepcrawl.names import METRICS_NAMESPACE, OUTPUT_TABLE_NAME
+from stepcrawl.names import METRICS_NAMESPACE
 from stepcrawl.runtime import container_usage
 from stepcrawl.storage import Usage
 
@@ -86,7 +85,7 @@ def write_run_outputs(
     with (out / "failures.jsonl").open("w", encoding="utf-8") as handle:
         for failure in sorted(failures, key=lambda f: (f.task, f.url)):
             handle.write(json.dumps(failure.__dict__) + "\n")
-    pages = _page_records(deployment, status.run)
+    pages = _page_records(deployment, status)
     report = {
         "pipeline": status.pipeline,
         "run": status.run,
@@ -146,7 +145,8 @@ def _task_report(task: TaskStatus, items: int, pages: list[dict[str, Any]]) -> d
         "failure_classes": dict(
             Counter(str(p.get("failure") or "fatal") for p in recorded if p.get("state") != "done")
         ),
-        "skipped": sum(1 for p in pages if p.get("state") == "skipped"),
+        # Links over the page budget and URLs a stopped task drained.
+        "skipped": int(task.counters.get("skipped", 0)),
         "retries": sum(max(0, int(p.get("attempts") or 1) - 1) for p in recorded),
         "bytes": sum(int(p.get("size") or 0) for p in recorded),
         "fetch_ms": percentiles([float(p["fetch_ms"]) for p in recorded if p.get("fetch_ms")]),
@@ -158,26 +158,13 @@ def _task_report(task: TaskStatus, items: int, pages: list[dict[str, Any]]) -> d
     return report
 
 
-def _page_records(deployment: Deployment, run: str) -> dict[str, list[dict[str, Any]]]:
-    """The run's URL records by task (one filtered scan)."""
-    by_task: dict[str, list[dict[str, Any]]] = {}
-    prefix = f"URL#{run}#"
-    for item in _scan(deployment, prefix):
-        task = str(item["pk"])[len(prefix) :].rsplit("#", 1)[0]
-        by_task.setdefault(task, []).append(item)
-    return by_task
-
-
-def _scan(deployment: Deployment, prefix: str) -> Iterator[dict[str, Any]]:
-    decode = TypeDeserializer().deserialize
-    paginator = deployment.client("dynamodb").get_paginator("scan")
-    for page in paginator.paginate(
-        TableName=deployment.output(OUTPUT_TABLE_NAME),
-        FilterExpression="begins_with(pk, :p)",
-        ExpressionAttributeValues={":p": {"S": prefix}},
-    ):
-        for raw in page.get("Items", []):
-            yield {k: decode(v) for k, v in raw.items()}
+def _page_records(deployment: Deployment, status: RunStatus) -> dict[str, list[dict[str, Any]]]:
+    """Each crawl task's recorded pages, as its log holds them (one query per task)."""
+    return {
+        task_id: [asdict(line) for line in recorded_lines(deployment.table, status.run, task_id)]
+        for task_id, task in status.tasks.items()
+        if task.type == "crawl"
+    }
 
 
 # ---- what the run would cost on AWS -------------------------------------------------------

@@ -9,7 +9,7 @@ not rely on them being gone (stepcrawl's does not: leases and breakers compare t
 timestamps).
 
 moto stores the specification but never deletes anything, so a long local session would
-keep every ledger entry and breaker forever. :class:`TtlReaper` plays the background process
+keep every expired log entry and breaker forever. :class:`TtlReaper` plays the background process
 on a thread: every ``interval`` seconds it scans each TTL table for items whose attribute is
 a Number ``<= now`` and deletes them in ``BatchWriteItem`` calls. Deleting on every sweep is
 sooner than DynamoDB would, which is within what DynamoDB allows.
@@ -18,7 +18,7 @@ One difference: batch deletes take no condition, so an item whose TTL is pushed 
 future between a sweep's scan and its delete (milliseconds) is deleted all the same. In
 stepcrawl only circuit-breaker items have their TTL refreshed, and a missing breaker item
 is a healthy host (see :mod:`stepcrawl.breaker`), so that costs at most a forgotten failure
-count; ledger items are written once and never refreshed.
+count; log entries are written once and never refreshed.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from decimal import Decimal
 from typing import Any, Final
 
 import boto3
-from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+from boto3.dynamodb.types import Binary, TypeDeserializer, TypeSerializer
 from botocore.exceptions import (
     BotoCoreError,
     ClientError,
@@ -82,6 +82,8 @@ def _from_dynamo(value: Any) -> Any:
         return {k: _from_dynamo(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_from_dynamo(v) for v in value]
+    if isinstance(value, Binary):
+        return bytes(value.value)  # type: ignore[attr-defined]  # plain bytes, as in memory
     return value
 
 
@@ -394,12 +396,22 @@ class DynamoTable:
         return _call(self.client.delete_item, request, answers=_CONDITION_FAILED) is not None
 
     def query(
-        self, pk: str, *, sk_prefix: str = "", limit: int | None = None, consistent: bool = False
+        self,
+        pk: str,
+        *,
+        sk_prefix: str = "",
+        sk_after: str | None = None,
+        limit: int | None = None,
+        consistent: bool = False,
     ) -> list[Item]:
+        if sk_prefix and sk_after is not None:
+            raise ValueError("a key condition takes one sort-key test: sk_prefix or sk_after")
         expr = _Expression()
         key_condition = f"{expr.name('pk')} = {expr.value(pk)}"
         if sk_prefix:
             key_condition += f" AND begins_with({expr.name('sk')}, {expr.value(sk_prefix)})"
+        elif sk_after is not None:
+            key_condition += f" AND {expr.name('sk')} > {expr.value(sk_after)}"
         items: list[Item] = []
         start: dict[str, Any] | None = None
         while True:

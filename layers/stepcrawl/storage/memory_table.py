@@ -119,14 +119,20 @@ class MemoryTable:
             return True
 
     def query(
-        self, pk: str, *, sk_prefix: str = "", limit: int | None = None, consistent: bool = False
+        self,
+        pk: str,
+        *,
+        sk_prefix: str = "",
+        sk_after: str | None = None,
+        limit: int | None = None,
+        consistent: bool = False,
     ) -> list[Item]:
         with self._lock:
             found = sorted(
                 (
                     item
                     for (p, s), item in self.items.items()
-                    if p == pk and s.startswith(sk_prefix)
+                    if p == pk and s.startswith(sk_prefix) and (sk_after is None or s > sk_after)
                 ),
                 key=lambda i: str(i["sk"]),
             )[: limit if limit is not None else None]

@@ -41,10 +41,20 @@ class Usage:
 
 
 def item_size(item: Any) -> int:
-    """Approximate DynamoDB item size in bytes (names + values as JSON text)."""
+    """Approximate DynamoDB item size in bytes (names + values as JSON text; a binary value
+    counts its bytes, as DynamoDB does, not their printed form)."""
     if item is None:
         return 0
-    return len(json.dumps(item, default=str, separators=(",", ":")).encode())
+    binary = 0
+
+    def text(value: Any) -> str:
+        nonlocal binary
+        if isinstance(value, bytes | bytearray):
+            binary += len(value)
+            return ""
+        return str(value)
+
+    return len(json.dumps(item, default=text, separators=(",", ":")).encode()) + binary
 
 
 def write_units(size: int, *, transactional: bool = False) -> float:

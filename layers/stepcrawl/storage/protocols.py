@@ -122,9 +122,16 @@ class Table(Protocol):
         ...
 
     def query(
-        self, pk: str, *, sk_prefix: str = "", limit: int | None = None, consistent: bool = False
+        self,
+        pk: str,
+        *,
+        sk_prefix: str = "",
+        sk_after: str | None = None,
+        limit: int | None = None,
+        consistent: bool = False,
     ) -> list[Item]:
-        """Items of partition ``pk`` whose sort key starts with ``sk_prefix``, in sk order."""
+        """Items of partition ``pk`` whose sort key starts with ``sk_prefix`` (or, instead,
+        sorts after ``sk_after``), in sk order."""
         ...
 
     def transact(self, writes: Sequence[Write]) -> None:

@@ -1,0 +1,242 @@
+"""A crawl task's URL state as an append-only log: one small delta per commit, no item per URL.
+
+Every change to which URLs a task has seen and recorded is one *delta* (``LOG#<run>#<task>`` /
+sequence), appended with a condition that its sequence is new, in the same transaction as the
+task's counters. A delta holds 8-byte URL fingerprints, packed:
+
+- ``adm``: URLs admitted into the frontier (counted in ``claimed``, put in the backlog);
+- ``skp``: URLs seen but not admitted (over the page budget), so never admitted later;
+- ``rec``: URLs recorded (fetched ok or failed, or skipped by the cost guard) with a compact
+  line of statistics each (``st``: state, status, class, attempts, bytes, latencies);
+- ``unrec``: URLs re-opened by a re-drive (recorded no more).
+
+and the id of what committed it (``b``: a parse bundle, ``seed``, a drained backlog chunk, a
+re-drive). Each writer decides against the log as far as it has read it and appends the next
+sequence; if another writer appended it first, the condition fails and the writer reads on
+and decides again. So decisions are taken in one order, and each URL is admitted once and
+recorded once, however many fetches or deliveries raced. A commit that finds its own id in the
+log was made before (a redelivery after a crash): it redoes its idempotent follow-ups from it.
+
+A container keeps the state of the tasks it served (:class:`TaskLogs`) and reads only the
+deltas after the last one it applied. Fingerprints are 64 bits: the chance that two of ten
+million URLs of one task collide is about 3 in a million.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from stepcrawl.keys import log_key, log_pk
+from stepcrawl.storage import Table
+
+__all__ = [
+    "LOG_TTL",
+    "Delta",
+    "PageLine",
+    "TaskLog",
+    "TaskLogs",
+    "fingerprint",
+    "pack",
+    "recorded_lines",
+    "unpack",
+    "url_states",
+]
+
+#: Seconds a log entry is kept (DynamoDB TTL): longer than the longest task timeout (365 days),
+#: so a task's log outlives the task and its re-drives; a million pages keep ~50 MB.
+LOG_TTL: Final = 366 * 86400
+
+
+def fingerprint(url: str) -> int:
+    """64-bit fingerprint of a canonical URL."""
+    return int.from_bytes(hashlib.blake2b(url.encode(), digest_size=8).digest(), "little")
+
+
+def pack(fps: Iterable[int]) -> bytes:
+    values = list(fps)
+    return struct.pack(f"<{len(values)}Q", *values)
+
+
+def unpack(data: bytes | None) -> list[int]:
+    raw = data or b""
+    return list(struct.unpack(f"<{len(raw) // 8}Q", raw))
+
+
+@dataclass(frozen=True)
+class PageLine:
+    """What a recorded page was, as reports read it back."""
+
+    state: str  # done | failed | skipped
+    status: int | None = None
+    failure: str = ""
+    attempts: int = 1
+    size: int = 0
+    fetch_ms: float = 0.0
+    parse_ms: float = 0.0
+
+    def text(self) -> str:
+        status = "" if self.status is None else str(self.status)
+        return ",".join(
+            [
+                self.state,
+                status,
+                self.failure,
+                str(self.attempts),
+                str(self.size),
+                f"{self.fetch_ms:.1f}",
+                f"{self.parse_ms:.1f}",
+            ]
+        )
+
+    @classmethod
+    def parse(cls, text: str) -> PageLine:
+        state, status, failure, attempts, size, fetch_ms, parse_ms = text.split(",")
+        return cls(
+            state=state,
+            status=int(status) if status else None,
+            failure=failure,
+            attempts=int(attempts),
+            size=int(size),
+            fetch_ms=float(fetch_ms),
+            parse_ms=float(parse_ms),
+        )
+
+
+@dataclass
+class Delta:
+    """One entry of the log (see the module docstring)."""
+
+    by: str
+    admitted: list[int] = field(default_factory=list)
+    skipped: list[int] = field(default_factory=list)
+    recorded: list[tuple[int, PageLine]] = field(default_factory=list)
+    reopened: list[int] = field(default_factory=list)
+
+    def item(self, run: str, task: str, seq: int, now: float) -> dict[str, Any]:
+        pk, sk = log_key(run, task, seq)
+        item: dict[str, Any] = {
+            "pk": pk,
+            "sk": sk,
+            "b": self.by,
+            "expires_at": int(now) + LOG_TTL,
+        }
+        if self.admitted:
+            item["adm"] = pack(self.admitted)
+        if self.skipped:
+            item["skp"] = pack(self.skipped)
+        if self.recorded:
+            item["rec"] = pack(fp for fp, _ in self.recorded)
+            item["st"] = "|".join(line.text() for _, line in self.recorded)
+        if self.reopened:
+            item["unrec"] = pack(self.reopened)
+        return item
+
+    @classmethod
+    def of(cls, item: dict[str, Any]) -> Delta:
+        lines = [PageLine.parse(t) for t in str(item.get("st") or "").split("|") if t]
+        return cls(
+            by=str(item["b"]),
+            admitted=unpack(item.get("adm")),
+            skipped=unpack(item.get("skp")),
+            recorded=list(zip(unpack(item.get("rec")), lines, strict=True)),
+            reopened=unpack(item.get("unrec")),
+        )
+
+
+@dataclass
+class TaskLog:
+    """The state of one task as far as ``seq``: what it has seen and recorded, and by whom."""
+
+    run: str
+    task: str
+    seq: int = 0
+    seen: set[int] = field(default_factory=set)
+    #: fingerprint -> id of the commit that recorded it
+    recorded: dict[int, str] = field(default_factory=dict)
+    #: recorded as failed (what a re-drive may re-open)
+    failed: set[int] = field(default_factory=set)
+    #: commit id -> its delta (a redelivered commit redoes its follow-ups from it)
+    commits: dict[str, Delta] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def apply(self, delta: Delta) -> None:
+        self.seen.update(delta.admitted)
+        self.seen.update(delta.skipped)
+        for fp, line in delta.recorded:
+            self.seen.add(fp)
+            self.recorded[fp] = delta.by
+            if line.state == "failed":
+                self.failed.add(fp)
+            else:
+                self.failed.discard(fp)
+        for fp in delta.reopened:
+            self.recorded.pop(fp, None)
+            self.failed.discard(fp)
+        self.commits[delta.by] = delta
+        self.seq += 1
+
+    def refresh(self, table: Table) -> TaskLog:
+        """Read and apply the deltas appended since ``seq`` (a consistent query)."""
+        items = table.query(
+            log_pk(self.run, self.task),
+            sk_after=log_key(self.run, self.task, self.seq)[1],
+            consistent=True,
+        )
+        for item in items:
+            if int(item["sk"]) != self.seq + 1:
+                break  # a gap cannot be: sequences are appended one by one
+            self.apply(Delta.of(item))
+        return self
+
+
+class TaskLogs:
+    """The task logs a container has read, by (run, task); bounded, least recently used out."""
+
+    def __init__(self, size: int = 16) -> None:
+        self.size = size
+        self._logs: dict[tuple[str, str], TaskLog] = {}
+        self._lock = threading.Lock()
+
+    def get(self, run: str, task: str) -> TaskLog:
+        with self._lock:
+            log = self._logs.pop((run, task), None) or TaskLog(run, task)
+            self._logs[(run, task)] = log  # most recent last
+            while len(self._logs) > self.size:
+                self._logs.pop(next(iter(self._logs)))
+            return log
+
+    def forget(self, run: str, task: str) -> None:
+        with self._lock:
+            self._logs.pop((run, task), None)
+
+
+def recorded_lines(table: Table, run: str, task: str) -> Sequence[PageLine]:
+    """The line of every page recorded now (the last recording of a re-driven page), in
+    commit order: what reports read."""
+    lines: dict[int, PageLine] = {}
+    for item in table.query(log_pk(run, task), consistent=True):
+        delta = Delta.of(item)
+        for fp, line in delta.recorded:
+            lines.pop(fp, None)
+            lines[fp] = line
+        for fp in delta.reopened:
+            lines.pop(fp, None)
+    return list(lines.values())
+
+
+def url_states(table: Table, run: str, task: str) -> dict[int, str]:
+    """Every URL the task has seen, by fingerprint: ``pending`` (admitted, not recorded yet),
+    ``done``, ``failed`` or ``skipped`` (over the page budget, or drained by the cost guard)."""
+    states: dict[int, str] = {}
+    for item in table.query(log_pk(run, task), consistent=True):
+        delta = Delta.of(item)
+        states.update(dict.fromkeys(delta.admitted, "pending"))
+        states.update(dict.fromkeys(delta.skipped, "skipped"))
+        states.update((fp, line.state) for fp, line in delta.recorded)
+        states.update(dict.fromkeys(delta.reopened, "pending"))
+    return states

@@ -1,0 +1,152 @@
+"""The task log: every URL admitted once and recorded once, whoever races to commit."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from stepcrawl.crawl.accounting import create_task_record
+from stepcrawl.crawl.commit import Decision, PageCommit, append, commit_bundle
+from stepcrawl.crawl.context import CrawlServices, StaticRegistry
+from stepcrawl.crawl.messages import UrlRef
+from stepcrawl.crawl.tasklog import (
+    Delta,
+    PageLine,
+    TaskLog,
+    fingerprint,
+    pack,
+    recorded_lines,
+    unpack,
+    url_states,
+)
+from stepcrawl.crawl.tokens import MemoryTokens
+from stepcrawl.keys import task_key
+from stepcrawl.storage import MemoryBlobStore, MemoryQueue, MemoryTable
+
+RUN, TASK = "r1", "crawl"
+HOME = "https://shop.example/"
+
+
+def services(table: MemoryTable | None = None) -> CrawlServices:
+    return CrawlServices(
+        table=table or MemoryTable(),
+        fetch_queue=MemoryQueue(),
+        parse_queue=MemoryQueue(),
+        blobs=MemoryBlobStore(),
+        tokens=MemoryTokens(),
+        registry=StaticRegistry([]),
+    )
+
+
+def started(max_pages: int = 100) -> CrawlServices:
+    s = services()
+    assert create_task_record(
+        s,
+        run=RUN,
+        task=TASK,
+        token="t",
+        pipeline="p",
+        version="v",
+        seeds=[HOME],
+        max_pages=max_pages,
+    )
+    return s
+
+
+def page(url: str, *links: str) -> PageCommit:
+    children = [UrlRef(url=link, depth=1) for link in links]
+    return PageCommit(UrlRef(url=url), True, 200, "ok", items=1, children=children)
+
+
+def record(s: CrawlServices) -> dict[str, Any]:
+    found = s.table.get(task_key(RUN, TASK))
+    assert found is not None
+    return found
+
+
+def test_fingerprints_pack_and_entries_read_back() -> None:
+    fps = [0, 1, 2**64 - 1, fingerprint(HOME)]
+    assert unpack(pack(fps)) == fps
+    line = PageLine("failed", 503, "transient", 3, 1234, 12.5, 0.0)
+    delta = Delta(by="b", admitted=[1, 2], skipped=[3], recorded=[(4, line)], reopened=[5])
+    again = Delta.of(delta.item(RUN, TASK, 7, 0.0))
+    assert again == delta
+
+
+def test_a_page_fetched_twice_counts_once_with_the_links_of_the_first_commit() -> None:
+    s = started()
+    first = commit_bundle(s, RUN, TASK, "b1", [page(HOME, HOME + "a", HOME + "b")])
+    second = commit_bundle(s, RUN, TASK, "b2", [page(HOME, HOME + "c")])  # another fetch
+    assert [p.ref.url for p in first] == [HOME]
+    assert [c.url for c in first[0].children] == [HOME + "a", HOME + "b"]
+    assert second == [], "the page was recorded by b1: b2 records nothing, admits nothing"
+    counters = record(s)
+    assert (counters["claimed"], counters["finished"], counters["ok"]) == (3, 1, 1)
+    states = url_states(s.table, RUN, TASK)
+    assert fingerprint(HOME + "c") not in states
+
+
+def test_a_redelivered_bundle_redoes_its_follow_ups_and_counts_nothing_more() -> None:
+    s = started()
+    bundle = [page(HOME, HOME + "a")]
+    first = commit_bundle(s, RUN, TASK, "b1", bundle)
+    before = record(s)
+    fresh = services(s.table)  # another container: it reads the log from the start
+    again = commit_bundle(fresh, RUN, TASK, "b1", [page(HOME, HOME + "a")])
+    assert [(p.ref.url, [c.url for c in p.children]) for p in again] == [
+        (p.ref.url, [c.url for c in p.children]) for p in first
+    ]
+    assert record(s) == before
+
+
+def test_a_commit_that_loses_the_race_decides_again_against_the_newer_log() -> None:
+    s = started()
+    slow = services(s.table)
+    slow.task_logs.get(RUN, TASK).refresh(s.table)  # it has read the log as far as the seeds
+    commit_bundle(s, RUN, TASK, "fast", [page(HOME, HOME + "shared")])
+    other = commit_bundle(slow, RUN, TASK, "slow", [page(HOME + "shared", HOME + "shared")])
+    assert [p.ref.url for p in other] == [HOME + "shared"]
+    assert other[0].children == [], "already admitted by the faster commit"
+    counters = record(s)
+    assert (counters["claimed"], counters["finished"]) == (2, 2)
+
+
+def test_links_over_the_page_budget_are_skipped_once() -> None:
+    s = started(max_pages=3)  # the seed and two more
+    mine = commit_bundle(s, RUN, TASK, "b1", [page(HOME, *(HOME + x for x in "abcd"))])
+    assert [c.url for c in mine[0].children] == [HOME + "a", HOME + "b"]
+    counters = record(s)
+    assert (counters["claimed"], counters["budget"], counters["skipped"]) == (3, 0, 2)
+    commit_bundle(s, RUN, TASK, "b2", [page(HOME + "a", HOME + "c")])
+    assert record(s)["skipped"] == 2, "a skipped link found again is not counted again"
+
+
+def test_a_task_that_is_over_takes_no_commit() -> None:
+    s = started()
+    s.table.update(task_key(RUN, TASK), set={"status": "succeeded"})
+    assert commit_bundle(s, RUN, TASK, "late", [page(HOME, HOME + "a")]) == []
+    assert fingerprint(HOME) not in TaskLog(RUN, TASK).refresh(s.table).recorded
+
+
+def test_reports_read_each_page_once_even_after_a_redrive() -> None:
+    s = started()
+    failed = PageCommit(UrlRef(url=HOME), False, 503, "http_503", failure="transient")
+    commit_bundle(s, RUN, TASK, "b1", [failed])
+
+    def reopen(log: TaskLog, _budget: int | None) -> Decision:
+        return Decision(Delta(by="redrive", reopened=[fingerprint(HOME)]), {"finished": -1})
+
+    assert append(s, RUN, TASK, "redrive", reopen) is not None
+    commit_bundle(s, RUN, TASK, "b2", [page(HOME)])
+    assert [line.state for line in recorded_lines(s.table, RUN, TASK)] == ["done"]
+
+
+@pytest.mark.parametrize("seeds", [0, 1])
+def test_a_second_start_creates_nothing(seeds: int) -> None:
+    s = services()
+    urls = [HOME][:seeds]
+    args: dict[str, Any] = {"run": RUN, "task": TASK, "token": "t", "pipeline": "p"}
+    assert create_task_record(s, **args, version="v", seeds=urls, max_pages=5)
+    assert not create_task_record(s, **args, version="v", seeds=urls, max_pages=5)
+    assert record(s)["claimed"] == seeds
