@@ -17,19 +17,19 @@ from stepcrawl.cost.model import Counts, FunctionCounts
 __all__ = ["REFERENCE_COUNTS", "REFERENCE_SOURCE"]
 
 REFERENCE_SOURCE: Final = (
-    "reference crawl (bench/cost_per_page.py --categories 8 --products 60, 2026-12-01; "
+    "reference crawl (bench/cost_per_page.py --categories 8 --products 60, 2026-12-01, task log; "
     "logs and metrics from stepcrawl demo)"
 )
 REFERENCE_COUNTS: Final = Counts(
     pages=541,
-    ddb_write_units=2.42,
-    ddb_read_units=1.888,
+    ddb_write_units=0.4362,
+    ddb_read_units=0.3799,
     sqs_requests=0.1571,
-    s3_requests=0.04806,
+    s3_requests=0.01294,
     functions={
-        "dispatch": FunctionCounts(invocations=0.001848, ms=0.00273),
-        "fetch": FunctionCounts(invocations=0.04991, ms=0.7343),
-        "parse": FunctionCounts(invocations=0.04806, ms=0.4101),
+        "dispatch": FunctionCounts(invocations=0.001848, ms=0.003178),
+        "fetch": FunctionCounts(invocations=0.04991, ms=0.7397),
+        "parse": FunctionCounts(invocations=0.01848, ms=0.4143),
     },
     state_transitions=6,
     log_bytes=15.67,

@@ -13,12 +13,13 @@ from stepcrawl.crawl.context import CrawlServices
 from stepcrawl.crawl.dispatch import handle_control
 from stepcrawl.crawl.fetch_stage import BatchFetcher, process_fetch_batch
 from stepcrawl.crawl.messages import ControlMessage, FetchMessage, ParseBundle
-from stepcrawl.crawl.parse_stage import process_bundle
+from stepcrawl.crawl.parse_stage import process_bundles
 from stepcrawl.crawl.sweeper import sweep_running
+from stepcrawl.names import METRIC_PAGES_RECORDED
 
-__all__ = ["SqsRecord", "dispatch_record", "fetch_records", "parse_record", "run_sweeper"]
+__all__ = ["SqsRecord", "dispatch_record", "fetch_records", "parse_records", "run_sweeper"]
 
-logger = logging.getLogger("stepcrawl.fetch")
+logger = logging.getLogger("stepcrawl.lambdas")
 
 
 class SqsRecord(Protocol):
@@ -43,9 +44,29 @@ def dispatch_record(services: CrawlServices, body: str) -> None:
         handle_control(services, ControlMessage.model_validate_json(body))
 
 
-def parse_record(services: CrawlServices, body: str) -> int:
-    with _billed(services):
-        return process_bundle(services, ParseBundle.model_validate_json(body))
+def parse_records(services: CrawlServices, records: Sequence[SqsRecord]) -> dict[str, Any]:
+    """Parse and commit the batch's bundles; the partial batch response names the records that
+    failed (an unreadable message, or a bundle whose commit raised), which SQS redelivers."""
+    failed: list[str] = []
+    bundles: list[tuple[str, ParseBundle]] = []
+    for record in records:
+        try:
+            bundles.append((record.messageId, ParseBundle.model_validate_json(record.body)))
+        except ValueError:
+            logger.exception("unreadable parse message %s", record.messageId)
+            failed.append(record.messageId)
+    try:
+        with _billed(services):
+            outcomes = process_bundles(services, [bundle for _, bundle in bundles])
+    except Exception:
+        logger.exception("parse batch failed; all %d records come back", len(records))
+        return {"batchItemFailures": [{"itemIdentifier": r.messageId} for r in records]}
+    for (ident, _), outcome in zip(bundles, outcomes, strict=True):
+        if isinstance(outcome, BaseException):
+            failed.append(ident)
+        else:
+            services.metric(METRIC_PAGES_RECORDED, outcome)
+    return {"batchItemFailures": [{"itemIdentifier": ident} for ident in failed]}
 
 
 def run_sweeper(services: CrawlServices) -> dict[str, int]:

@@ -19,12 +19,19 @@ from stepcrawl.crawl.dispatch import handle_control
 from stepcrawl.crawl.fetch_stage import process_fetch_batch
 from stepcrawl.crawl.frontier import LEASE_SKEW
 from stepcrawl.crawl.messages import ControlMessage, FetchMessage, ParseBundle
-from stepcrawl.crawl.parse_stage import process_bundle
+from stepcrawl.crawl.parse_stage import process_bundles
 from stepcrawl.crawl.sweeper import sweep_running
 from stepcrawl.crawl.tokens import MemoryTokens
 from stepcrawl.fetch import Fetcher
 from stepcrawl.pipeline import DynamoDBTarget, LoadTask, Pipeline
-from stepcrawl.storage import MemoryBlobStore, MemoryQueue, MemoryTable, MemoryTableWriter, Meter
+from stepcrawl.storage import (
+    MemoryBlobStore,
+    MemoryQueue,
+    MemoryTable,
+    MemoryTableWriter,
+    Meter,
+    OutMessage,
+)
 
 __all__ = ["MemoryRunner", "OffsetClock", "RunnerStats"]
 
@@ -72,6 +79,7 @@ class MemoryRunner:
         wrap: Callable[[Any], Any] | None = None,
         deliver: Callable[[Work], None] = _deliver_once,
         fetch_batch: int = 25,
+        parse_batch: int = 5,
         real_time: bool = False,
     ) -> None:
         self.pipeline = pipeline
@@ -86,6 +94,7 @@ class MemoryRunner:
         self.writers: dict[str, MemoryTableWriter] = {}
         self.deliver = deliver
         self.fetch_batch = fetch_batch
+        self.parse_batch = parse_batch
         self.real_time = real_time
         self.stats = RunnerStats()
         wrap = wrap or (lambda x: x)
@@ -185,14 +194,23 @@ class MemoryRunner:
                 ),
             )
         parsed = [ParseBundle.model_validate_json(m.body) for m in self.parse_queue.drain()]
-        for bundle in parsed:
+        for chunk in _chunks(parsed, self.parse_batch):
             self.stats.parse_invocations += 1
-            self.stats.parse_messages += 1
+            self.stats.parse_messages += len(chunk)
             self._timed(
                 "parse",
-                lambda b=bundle: self.deliver(lambda: process_bundle(self.services, b)),  # type: ignore[misc]
+                lambda c=chunk: self.deliver(lambda: self._parse(c)),  # type: ignore[misc]
             )
         return len(fetched) + len(parsed)
+
+    def _parse(self, bundles: list[ParseBundle]) -> None:
+        """One parse invocation; a bundle that failed comes back, as SQS redelivers it."""
+        outcomes = process_bundles(self.services, bundles)
+        failed = [
+            b for b, out in zip(bundles, outcomes, strict=True) if isinstance(out, BaseException)
+        ]
+        if failed:
+            self.parse_queue.send_batch([OutMessage(b.model_dump_json()) for b in failed])
 
     def _sweep(self, task_id: str) -> int:
         """What the scheduled sweeper does (for every running task of this runner)."""
