@@ -58,6 +58,8 @@ def test_demo_crawls_the_shop_end_to_end_on_the_local_cloud(tmp_path: Path) -> N
     report = json.loads((tmp_path / "report.json").read_text(encoding="utf-8"))
     assert report["status"] == "SUCCEEDED"
     assert {t["state"] for t in report["tasks"].values()} == {"succeeded"}
+    assert report["dead_letters"] == {"control": 0, "fetch": 0, "parse": 0}
+    assert report["warnings"] == []
     # The summary table names every task in full: stdout is a pipe here, not a terminal.
     assert all(task in result.stdout for task in report["tasks"])
     exported = (tmp_path / "items" / "export_products.jsonl").read_text(encoding="utf-8")

@@ -8,7 +8,7 @@ import pytest
 
 from stepcrawl.cost import FunctionCounts
 from stepcrawl.deployment import RunStatus, TaskStatus
-from stepcrawl.local.report import run_counts
+from stepcrawl.local.report import run_counts, run_warnings
 from stepcrawl.storage import Usage
 
 STARTED = datetime(2026, 12, 1, 3, 0, tzinfo=UTC)
@@ -76,3 +76,17 @@ def test_without_containers_the_task_records_usage_counts_as_parse() -> None:
     assert counts.ddb_write_units == pytest.approx(2.3)
     assert counts.functions["parse"] == FunctionCounts(0.04, 8.0)
     assert counts.functions["fetch"] == FunctionCounts(0.05, 0.0)
+
+
+def test_dead_letters_and_a_stopped_task_are_warned_about() -> None:
+    report = {
+        "tasks": {"crawl": {"stopped": "budget_exhausted", "skipped": 7}, "export": {}},
+        "dead_letters": {"control": 0, "fetch": 3, "parse": 0},
+    }
+    warnings = run_warnings(report)
+    assert len(warnings) == 2
+    assert "crawl stopped early: budget_exhausted" in warnings[0]
+    assert "7 URL(s)" in warnings[0]
+    assert warnings[1].startswith("3 message(s) in the fetch queue's dead-letter queue")
+    assert "stepcrawl redrive-dlq fetch" in warnings[1]
+    assert run_warnings({"tasks": {"crawl": {}}, "dead_letters": {"fetch": 0}}) == []

@@ -27,18 +27,29 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from stepcrawl.cost import Assumptions, Counts, FunctionCounts, estimate
 from stepcrawl.crawl.accounting import task_summary
 from stepcrawl.crawl.failures import list_failures
 from stepcrawl.crawl.tasklog import recorded_lines
 from stepcrawl.deployment import Deployment, RunStatus, TaskStatus
-from stepcrawl.names import METRICS_NAMESPACE
+from stepcrawl.names import (
+    METRICS_NAMESPACE,
+    OUTPUT_CONTROL_DLQ_URL,
+    OUTPUT_FETCH_DLQ_URL,
+    OUTPUT_PARSE_DLQ_URL,
+)
 from stepcrawl.runtime import container_usage
 from stepcrawl.storage import Usage
 
-__all__ = ["percentiles", "run_counts", "run_warnings", "write_run_outputs"]
+__all__ = ["dead_letters", "percentiles", "run_counts", "run_warnings", "write_run_outputs"]
+
+_DLQS: Final = {
+    "control": OUTPUT_CONTROL_DLQ_URL,
+    "fetch": OUTPUT_FETCH_DLQ_URL,
+    "parse": OUTPUT_PARSE_DLQ_URL,
+}
 
 _COUNTERS = ("claimed", "finished", "ok", "failed", "items", "bytes", "dropped", "skipped")
 #: A local function container's thread: ``lambda-<function>-<n>`` (lambda_runtime/containers.py).
@@ -100,6 +111,7 @@ def write_run_outputs(
         },
         **(extra or {}),
     }
+    report["dead_letters"] = dead_letters(deployment)
     report["warnings"] = run_warnings(report)
     cost = _run_cost(deployment, status, out, extra or {})
     if cost is not None:
@@ -108,14 +120,26 @@ def write_run_outputs(
     return report
 
 
+def dead_letters(deployment: Deployment) -> dict[str, int]:
+    """Messages waiting in each queue's dead-letter queue (a handler failed on them 5 times)."""
+    return {name: deployment.queue(output).approximate_depth() for name, output in _DLQS.items()}
+
+
 def run_warnings(report: Mapping[str, Any]) -> list[str]:
     """What a user should not miss in a run that otherwise looks fine."""
-    return [
+    warnings = [
         f"task {task_id} stopped early: {task['stopped']} (limits.max_cost_usd reached; "
         f"{task.get('skipped', 0)} URL(s) of its frontier skipped)"
         for task_id, task in report["tasks"].items()
         if task.get("stopped")
     ]
+    warnings += [
+        f"{count} message(s) in the {queue} queue's dead-letter queue: a handler failed on "
+        f"them 5 times (functions.log says why); after a fix, `stepcrawl redrive-dlq {queue}`"
+        for queue, count in report.get("dead_letters", {}).items()
+        if count
+    ]
+    return warnings
 
 
 def _seconds(status: RunStatus) -> float | None:
