@@ -27,7 +27,7 @@ Recovery is multiplied by ``backoff`` (2) on every failed probe, up to ``max_rec
 (15 min, SQS's longest delay); the next opening after a close starts again from ``recovery``.
 
 Storage and cost. One item per host (key: :func:`stepcrawl.keys.breaker_key`):
-``state``, ``failures``, ``successes``, ``opened_at``, ``until``, ``recovery``,
+``state``, ``failures``, ``successes``, ``opened_at``, ``down_since``, ``until``, ``recovery``,
 ``probe_owner``, ``probe_expires``, ``version`` and the TTL ``expires_at`` (7 days after the
 last write: a missing item is a healthy host, so expiry loses nothing). Writes happen only on
 failures and on transitions: a success on a closed host with zero failures costs nothing when
@@ -186,6 +186,9 @@ class BreakerState:
     probe_owner: str | None = None
     probe_expires: float | None = None
     version: int = 0
+    #: When the host went down: its first opening since it was last closed (reopening after a
+    #: failed probe keeps it). What ``politeness.give_up_after`` is measured from.
+    down_since: float | None = None
 
     @classmethod
     def from_item(cls, host: str, item: Mapping[str, Any] | None) -> BreakerState:
@@ -204,6 +207,16 @@ class BreakerState:
             probe_owner=None if owner is None else str(owner),
             probe_expires=_number(item.get("probe_expires")),
             version=int(item.get("version", 0)),
+            down_since=_number(item.get("down_since")),
+        )
+
+    def given_up(self, now: float, give_up_after: float | None) -> bool:
+        """Down (not closed) for ``give_up_after`` seconds or more: its URLs end as failed."""
+        return (
+            give_up_after is not None
+            and self.state != "closed"
+            and self.down_since is not None
+            and now - self.down_since >= give_up_after
         )
 
     @property
@@ -468,6 +481,7 @@ class BreakerBook:
             {
                 "state": "open",
                 "opened_at": now,
+                "down_since": now,
                 "until": now + recovery,
                 "recovery": recovery,
                 "successes": 0,
@@ -529,7 +543,7 @@ class BreakerBook:
             if closing
             else {"successes": successes}
         )
-        remove = (*_PROBE_ATTRS, "until", "recovery") if closing else _PROBE_ATTRS
+        remove = (*_PROBE_ATTRS, "until", "recovery", "down_since") if closing else _PROBE_ATTRS
         item = self._write(state, now, values, condition=self._unchanged(state), remove=remove)
         if item is None:
             return None

@@ -87,12 +87,12 @@ def site(serve: Callable[[type[BaseHTTPRequestHandler]], str]) -> str:
     return serve(Hostile)
 
 
-def pipeline(seed: str, **retry: Any) -> Pipeline:
+def pipeline(seed: str, give_up_after: float | None = 300, **retry: Any) -> Pipeline:
     return Pipeline.model_validate(
         {
             "name": "hostile",
             "defaults": {
-                "politeness": {"delay": 0},
+                "politeness": {"delay": 0, "give_up_after": give_up_after},
                 "limits": {"max_depth": 1, "max_error_ratio": 1.0},
                 "retry": {"max_attempts": 4, "base_delay": 0.1, "max_delay": 1, **retry},
             },
@@ -221,3 +221,31 @@ def test_a_sick_host_trips_its_breaker_and_is_probed_back(site: str) -> None:
     sick_pages = {p: s for p, (s, _) in ended(runner, "localhost").items() if "sick/" in p}
     assert len(sick_pages) == 8
     assert set(sick_pages.values()) == {"done"}
+
+
+def test_a_host_that_stays_down_is_given_up_and_its_urls_end_once(site: str) -> None:
+    """The partner host answers 503 to everything, for good: its breaker opens and its URLs
+    wait, until the host has been down for give_up_after; then each ends failed, host_down,
+    once, and the task ends (its error ratio decides how)."""
+    Hostile.sick_until = time.monotonic() + 3600  # never heals within the test
+    p = pipeline(site + "sickhome", give_up_after=2, max_attempts=20, base_delay=0.1, max_delay=1)
+    config = CrawlConfig(
+        shards=2,
+        window=32,
+        breaker=BreakerConfig(failures_to_open=3, recovery=1.0, successes_to_close=1),
+    )
+    runner = MemoryRunner(p, config=config, real_time=True)
+    started = time.monotonic()
+    try:
+        assert runner.run() == ["crawl"], runner.tokens.answers
+    finally:
+        runner.close()
+    assert time.monotonic() - started < 30, "given up within a bounded time"
+    sick = {p: s for p, s in ended(runner, "localhost").items() if "sick/" in p}
+    assert len(sick) == 8
+    assert {state for state, _ in sick.values()} == {"failed"}
+    failures = [f for f in list_failures(runner.table, runner.run_id) if "/sick/" in f.url]
+    assert len(failures) == 8, "each recorded once"
+    assert {f.cls for f in failures} == {"host_down"}
+    (answer,) = runner.tokens.answers
+    assert answer.output["pages_failed"] == 8

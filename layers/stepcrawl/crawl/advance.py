@@ -37,7 +37,7 @@ def advance_task(services: CrawlServices, pipeline: Pipeline, run: str, task: st
             version=pipeline.version_hash(),
             run=run,
             task=task,
-            delay=settings.politeness.delay,
+            politeness=settings.politeness,
         )
     finished = maybe_finish(services, run, task, settings.limits.max_error_ratio)
     return Advance(sent=sent, skipped=skipped, finished=finished)

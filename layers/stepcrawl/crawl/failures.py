@@ -120,7 +120,7 @@ def redrive(services: CrawlServices, run: str, failures: Iterable[Failure]) -> i
             version=pipeline.version_hash(),
             run=run,
             task=task_id,
-            delay=pipeline.settings_for(task_id).politeness.delay,
+            politeness=pipeline.settings_for(task_id).politeness,
         )
         moved += len(pending)
     return moved

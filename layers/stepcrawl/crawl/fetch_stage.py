@@ -33,7 +33,10 @@ from stepcrawl.names import METRIC_BREAKER_TRANSITIONS
 from stepcrawl.pipeline import CrawlTask, Pipeline
 from stepcrawl.storage import MAX_SQS_DELAY, OutMessage, Usage
 
-__all__ = ["BatchFetcher", "fetch_policy", "process_fetch_batch"]
+__all__ = ["HOST_DOWN", "BatchFetcher", "fetch_policy", "process_fetch_batch"]
+
+#: The failure class of a URL whose host was given up (``politeness.give_up_after``).
+HOST_DOWN: Final = "host_down"
 
 
 class BatchFetcher(Protocol):
@@ -95,22 +98,41 @@ async def process_fetch_batch(
         todo = _still_pending(services, run, task_id, group)
         hosts = read_hosts(services, run, task_id, [m.shard for m in todo])
         breakers = services.breaker.states({url_host(m.ref.url) for m in todo})
-        todo = _defer_paused(services, todo, hosts, breakers)
-        if not todo:
+        give_up_after = pipeline.settings_for(task.id).politeness.give_up_after
+        now = services.clock()
+        down = [m for m in todo if breakers[url_host(m.ref.url)].given_up(now, give_up_after)]
+        envelopes = [_host_down(m, breakers[url_host(m.ref.url)]) for m in down]
+        todo = _defer_paused(services, [m for m in todo if m not in down], hosts, breakers)
+        if todo:
+            policy = fetch_policy(pipeline, task)
+            results = await fetcher.fetch_many(
+                [m.ref.url for m in todo], policy, services.config.fetch_concurrency
+            )
+            if policy.obey_robots:
+                await _learn_crawl_delays(services, fetcher, policy, todo, hosts)
+            envelopes += _outcomes(services, pipeline, task, todo, results, breakers)
+        if not envelopes:
             continue
-        policy = fetch_policy(pipeline, task)
-        results = await fetcher.fetch_many(
-            [m.ref.url for m in todo], policy, services.config.fetch_concurrency
-        )
-        if policy.obey_robots:
-            await _learn_crawl_delays(services, fetcher, policy, todo, hosts)
-        envelopes = _outcomes(services, pipeline, task, todo, results, breakers)
         forwarded += len(envelopes)
         # This group's share of the fetch's bill travels with its first bundle.
         services.meter.lambda_ms(1000 * (time.perf_counter() - started))
         usage = services.meter.take()
         _send_bundles(services, pipeline_name, version, run, task_id, envelopes, usage)
     return forwarded
+
+
+def _host_down(message: FetchMessage, breaker: BreakerState) -> PageEnvelope:
+    """The end of a URL whose host was given up (``politeness.give_up_after``): failed, once,
+    without a request."""
+    since = datetime.fromtimestamp(breaker.down_since or 0, UTC).isoformat(timespec="seconds")
+    return PageEnvelope(
+        ref=message.ref,
+        shard=message.shard,
+        outcome="failed",
+        reason=f"host down since {since} (its circuit breaker stayed open)",
+        fetched_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        failure=HOST_DOWN,
+    )
 
 
 def _defer_paused(

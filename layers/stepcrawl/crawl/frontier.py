@@ -23,6 +23,7 @@ from stepcrawl.crawl.ring import shard_of
 from stepcrawl.extract.urls import url_host
 from stepcrawl.keys import backlog_pk, shard_key
 from stepcrawl.locks import LeaseLock
+from stepcrawl.pipeline import Politeness
 from stepcrawl.storage import MAX_SQS_DELAY, OutMessage
 
 __all__ = ["ShardRef", "enqueue", "feed", "feed_all_shards"]
@@ -90,7 +91,7 @@ def feed(
     run: str,
     task: str,
     shard: int,
-    delay: float,
+    politeness: Politeness,
     free: int | None = None,
 ) -> int:
     """Move ready URLs of one shard into the fetch queue; the number sent.
@@ -108,7 +109,7 @@ def feed(
             backlog_pk(run, task, shard), limit=1, consistent=True
         ):
             break  # cheap reads first: a lease costs two writes
-        sent = _feed_once(services, where, free, delay)
+        sent = _feed_once(services, where, free, politeness)
         if sent is None or sent == 0:
             break  # held by another feeder (it reads the backlog again), or nothing is due
         total += sent
@@ -116,7 +117,9 @@ def feed(
     return total
 
 
-def _feed_once(services: CrawlServices, where: ShardRef, free: int, delay: float) -> int | None:
+def _feed_once(
+    services: CrawlServices, where: ShardRef, free: int, politeness: Politeness
+) -> int | None:
     lock = LeaseLock(
         services.table,
         shard_key(where.run, where.task, where.shard),
@@ -132,7 +135,7 @@ def _feed_once(services: CrawlServices, where: ShardRef, free: int, delay: float
     hosts = HostView.of(lease.item)
     sent = 0
     try:
-        sent = _feed_chunks(services, host_next, hosts, free, now, delay, where)
+        sent = _feed_chunks(services, host_next, hosts, free, now, politeness, where)
     finally:
         keep = {h: t for h, t in host_next.items() if t > now}
         # Fenced: if we were taken over, nothing is written and the successor's timing stands.
@@ -146,44 +149,24 @@ def _feed_chunks(
     hosts: HostView,
     free: int,
     now: float,
-    delay: float,
+    politeness: Politeness,
     where: ShardRef,
 ) -> int:
     chunks = services.table.query(
         backlog_pk(where.run, where.task, where.shard), limit=25, consistent=True
     )
-    # A host whose breaker is open is not fed: its URLs wait here. A half-open host gets
-    # exactly one URL (its probe); `probes` counts them down.
-    admission = services.breaker.admit({url_host(e["u"]) for c in chunks for e in c["urls"]})
-    probes = set(admission.probes)
+    gate = _Gate(services, {url_host(e["u"]) for c in chunks for e in c["urls"]}, now, politeness)
     out: list[OutMessage] = []
     done_chunks: list[dict[str, Any]] = []
     rest_chunks: list[tuple[dict[str, Any], list[dict[str, Any]]]] = []
     for chunk in chunks:
         rest: list[dict[str, Any]] = []
         for entry in chunk["urls"]:
-            if len(out) >= free:
+            delay = None if len(out) >= free else gate.delay(entry, host_next, hosts)
+            if delay is None:
                 rest.append(entry)
-                continue
-            host = url_host(entry["u"])
-            if host not in admission.free and host not in probes:
-                rest.append(entry)
-                continue
-            probes.discard(host)
-            at = max(now, host_next.get(host, now), hosts.paused_until(host), entry.get("nb", 0))
-            if at - now > MAX_SQS_DELAY:
-                rest.append(entry)  # not due within SQS's reach (paused, booked, retry): wait
-                continue
-            host_next[host] = at + hosts.spacing(host, delay)
-            message = FetchMessage(
-                pipeline=where.pipeline,
-                version=where.version,
-                run=where.run,
-                task=where.task,
-                ref=UrlRef(url=entry["u"], depth=entry["d"], attempt=entry.get("a", 1)),
-                shard=where.shard,
-            )
-            out.append(OutMessage(message.model_dump_json(), math.ceil(at - now)))
+            else:
+                out.append(OutMessage(_fetch_message(where, entry).model_dump_json(), delay))
         if rest:
             rest_chunks.append((chunk, rest))
         else:
@@ -200,8 +183,62 @@ def _feed_chunks(
     return len(out)
 
 
+class _Gate:
+    """Which backlog entries a feed sends now, and with what delay.
+
+    A host whose breaker is open is not fed: its URLs wait in the backlog. A half-open host
+    gets exactly one URL (its probe). A host down for longer than ``give_up_after`` is sent at
+    once, every URL: the fetch stage ends them as ``host_down`` without a request.
+    """
+
+    def __init__(
+        self, services: CrawlServices, hosts: set[str], now: float, politeness: Politeness
+    ) -> None:
+        breakers = services.breaker.states(hosts)
+        admission = services.breaker.admit(breakers, known=breakers)
+        self.free, self.probes = admission.free, set(admission.probes)
+        self.given_up = {
+            h for h, b in breakers.items() if b.given_up(now, politeness.give_up_after)
+        }
+        self.now, self.spacing = now, politeness.delay
+
+    def delay(
+        self, entry: dict[str, Any], host_next: dict[str, float], hosts: HostView
+    ) -> int | None:
+        """Seconds to delay the entry's fetch message, or None: it waits in the backlog."""
+        host, now = url_host(entry["u"]), self.now
+        if host in self.given_up:
+            return 0
+        if host not in self.free and host not in self.probes:
+            return None
+        self.probes.discard(host)
+        nb = float(entry.get("nb", 0))
+        at = max(now, host_next.get(host, now), hosts.paused_until(host), nb)
+        if at - now > MAX_SQS_DELAY:
+            return None  # not due within SQS's reach (paused, booked, retry): wait
+        host_next[host] = at + hosts.spacing(host, self.spacing)
+        return math.ceil(at - now)
+
+
+def _fetch_message(where: ShardRef, entry: dict[str, Any]) -> FetchMessage:
+    return FetchMessage(
+        pipeline=where.pipeline,
+        version=where.version,
+        run=where.run,
+        task=where.task,
+        ref=UrlRef(url=entry["u"], depth=entry["d"], attempt=entry.get("a", 1)),
+        shard=where.shard,
+    )
+
+
 def feed_all_shards(
-    services: CrawlServices, *, pipeline: str, version: str, run: str, task: str, delay: float
+    services: CrawlServices,
+    *,
+    pipeline: str,
+    version: str,
+    run: str,
+    task: str,
+    politeness: Politeness,
 ) -> int:
     """Feed every shard of a task that has a backlog, sharing one measure of the window.
 
@@ -220,7 +257,7 @@ def feed_all_shards(
             run=run,
             task=task,
             shard=shard,
-            delay=delay,
+            politeness=politeness,
             free=free,
         )
         total += sent

@@ -132,6 +132,14 @@ class Politeness(Strict):
     obey_robots: bool = Field(True, description="Fetch and honour robots.txt and its Crawl-delay.")
     user_agent: str = Field(DEFAULT_USER_AGENT, min_length=1, max_length=512)
     per_host_concurrency: int = Field(2, ge=1, le=64, description="Requests in flight per host.")
+    give_up_after: Duration | None = Field(
+        300.0,
+        ge=1,
+        le=7 * 86400,
+        description="A host whose circuit breaker has stayed open this long is given up: its "
+        "waiting and future URLs end failed, class host_down (null: wait for it as long as the "
+        "task runs).",
+    )
 
 
 class Limits(Strict):
