@@ -194,6 +194,7 @@ def status(
 
     deployment = _deployment(stage)
     found = _follow(deployment, run_name) if wait else _or_exit(lambda: deployment.status(run_name))
+    waiting = _waiting(deployment, found)
     if as_json:
         out.print_json(
             json.dumps(
@@ -204,7 +205,12 @@ def status(
                     "error": found.error,
                     "cause": found.cause,
                     "tasks": {
-                        t.id: {"type": t.type, "state": t.state, "counters": t.counters}
+                        t.id: {
+                            "type": t.type,
+                            "state": t.state,
+                            "counters": t.counters,
+                            **({"waiting": waiting[t.id]} if t.id in waiting else {}),
+                        }
                         for t in found.tasks.values()
                     },
                 },
@@ -213,8 +219,26 @@ def status(
         )
     else:
         _print_table(status_table(found))
+        for task_id, reasons in waiting.items():
+            if reasons:
+                listed = ", ".join(f"{n} for {reason}" for reason, n in reasons.items())
+                out.print(f"{task_id}: URLs waiting in the backlog: {listed}", soft_wrap=True)
     if found.status not in ("RUNNING", "SUCCEEDED"):
         raise typer.Exit(1)
+
+
+def _waiting(deployment: Deployment, found: RunStatus) -> dict[str, dict[str, int]]:
+    """For each crawl task still running: how many backlog URLs wait, and for what."""
+    from stepcrawl.crawl.waiting import summarize_waiting, waiting_urls  # noqa: PLC0415
+
+    running = [t.id for t in found.tasks.values() if t.type == "crawl" and t.state == "running"]
+    if not running:
+        return {}
+    shards = _or_exit(deployment.crawl_config).shards
+    return {
+        task: summarize_waiting(waiting_urls(deployment.table, found.run, task, shards))
+        for task in running
+    }
 
 
 @app.command()

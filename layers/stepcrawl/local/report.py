@@ -33,6 +33,7 @@ from stepcrawl.cost import Assumptions, Counts, FunctionCounts, estimate
 from stepcrawl.crawl.accounting import task_summary
 from stepcrawl.crawl.failures import list_failures
 from stepcrawl.crawl.tasklog import recorded_lines
+from stepcrawl.crawl.waiting import summarize_waiting, waiting_urls
 from stepcrawl.deployment import Deployment, RunStatus, TaskStatus
 from stepcrawl.names import (
     METRICS_NAMESPACE,
@@ -45,6 +46,7 @@ from stepcrawl.storage import Usage
 
 __all__ = ["dead_letters", "percentiles", "run_counts", "run_warnings", "write_run_outputs"]
 
+_WAITING_SHOWN: Final = 20
 _DLQS: Final = {
     "control": OUTPUT_CONTROL_DLQ_URL,
     "fetch": OUTPUT_FETCH_DLQ_URL,
@@ -112,12 +114,27 @@ def write_run_outputs(
         **(extra or {}),
     }
     report["dead_letters"] = dead_letters(deployment)
+    _add_waiting(deployment, status, report)
     report["warnings"] = run_warnings(report)
     cost = _run_cost(deployment, status, out, extra or {})
     if cost is not None:
         report["cost"] = cost
     (out / "report.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     return report
+
+
+def _add_waiting(deployment: Deployment, status: RunStatus, report: dict[str, Any]) -> None:
+    """For a crawl task that did not finish: what its URLs still in the backlog wait for."""
+    unfinished = [t for t in status.tasks.values() if t.type == "crawl" and t.state != "succeeded"]
+    if not unfinished:
+        return
+    shards = deployment.crawl_config().shards
+    for task in unfinished:
+        waiting = waiting_urls(deployment.table, status.run, task.id, shards)
+        report["tasks"][task.id]["waiting"] = {
+            "by_reason": summarize_waiting(waiting),
+            "urls": [w.__dict__ for w in waiting[:_WAITING_SHOWN]],
+        }
 
 
 def dead_letters(deployment: Deployment) -> dict[str, int]:
@@ -138,6 +155,12 @@ def run_warnings(report: Mapping[str, Any]) -> list[str]:
         f"them 5 times (functions.log says why); after a fix, `stepcrawl redrive-dlq {queue}`"
         for queue, count in report.get("dead_letters", {}).items()
         if count
+    ]
+    warnings += [
+        f"task {task_id} did not finish; URLs still waiting: "
+        + ", ".join(f"{n} for {reason}" for reason, n in task["waiting"]["by_reason"].items())
+        for task_id, task in report["tasks"].items()
+        if task.get("waiting", {}).get("by_reason")
     ]
     return warnings
 
