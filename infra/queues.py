@@ -14,9 +14,10 @@ from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from stepcrawl.names import MAX_RECEIVE_COUNT
+
 __all__ = ["DLQ_RETENTION", "MAX_RECEIVE_COUNT", "VISIBILITY_FACTOR", "WorkQueue", "WorkQueues"]
 
-MAX_RECEIVE_COUNT: Final = 5
 VISIBILITY_FACTOR: Final = 6
 DLQ_RETENTION: Final = Duration.days(14)
 

@@ -20,6 +20,7 @@ __all__ = [
     "ENV_TABLE",
     "ENV_WINDOW",
     "ERROR_PREFIX",
+    "MAX_RECEIVE_COUNT",
     "METRICS_NAMESPACE",
     "METRIC_BREAKER_TRANSITIONS",
     "METRIC_BUNDLES",
@@ -48,6 +49,10 @@ __all__ = [
 PLACEHOLDER_CONTROL_QUEUE_URL: Final = "ControlQueueUrl"
 PLACEHOLDER_TABLE_NAME: Final = "TableName"
 PLACEHOLDERS: Final = (PLACEHOLDER_CONTROL_QUEUE_URL, PLACEHOLDER_TABLE_NAME)
+
+#: Receives of a message before SQS moves it to its queue's dead-letter queue (the stack's
+#: redrive policy); a fetch message failing this often is recorded failed before that.
+MAX_RECEIVE_COUNT: Final = 5
 
 #: Schema version of the message a task state sends to the control queue.
 CONTROL_MESSAGE_VERSION: Final = 1

@@ -12,7 +12,10 @@ import pytest
 from typer.testing import CliRunner
 
 from stepcrawl.cli import app
+from stepcrawl.crawl.context import CrawlConfig
 from stepcrawl.deployment import RunStatus, TaskStatus
+from stepcrawl.keys import backlog_pk
+from stepcrawl.storage import MemoryTable
 
 ROOT = Path(__file__).resolve().parents[2]
 runner = CliRunner()
@@ -54,9 +57,21 @@ def test_status_prints_whole_names(monkeypatch: pytest.MonkeyPatch) -> None:
         def status(self, run: str) -> RunStatus:
             return run_status("RUNNING")
 
+        def crawl_config(self) -> CrawlConfig:
+            return CrawlConfig(shards=1)
+
+        @property
+        def table(self) -> MemoryTable:
+            # One URL of the running crawl waits for the fetch window.
+            table = MemoryTable()
+            pk = backlog_pk("20261201T030000-1a2b3c", CRAWL, 0)
+            table.put({"pk": pk, "sk": "001#a#000", "urls": [{"u": "https://x.example/", "d": 1}]})
+            return table
+
     monkeypatch.setattr("stepcrawl.deployment.Deployment", FakeDeployment)
     result = runner.invoke(app, ["status", "r1"])
     assert result.exit_code == 0, result.output
+    assert f"{CRAWL}: URLs waiting in the backlog: 1 for window" in result.stdout
     for text in (CRAWL, EXPORT, "running", "succeeded", "pages done", "backlog", "pages/s"):
         assert text in result.stdout, text
     assert "…" not in result.stdout

@@ -33,7 +33,13 @@ from stepcrawl.names import METRIC_BREAKER_TRANSITIONS
 from stepcrawl.pipeline import CrawlTask, Pipeline
 from stepcrawl.storage import MAX_SQS_DELAY, OutMessage, Usage
 
-__all__ = ["HOST_DOWN", "BatchFetcher", "fetch_policy", "process_fetch_batch"]
+__all__ = [
+    "HOST_DOWN",
+    "BatchFetcher",
+    "fetch_policy",
+    "process_fetch_batch",
+    "record_internal_error",
+]
 
 #: The failure class of a URL whose host was given up (``politeness.give_up_after``).
 HOST_DOWN: Final = "host_down"
@@ -119,6 +125,31 @@ async def process_fetch_batch(
         usage = services.meter.take()
         _send_bundles(services, pipeline_name, version, run, task_id, envelopes, usage)
     return forwarded
+
+
+def record_internal_error(
+    services: CrawlServices, message: FetchMessage, error: BaseException
+) -> None:
+    """End a URL whose fetch keeps failing inside our own code: a failed page, class
+    ``internal_error``, committed like any other (so the task can end, and the URL can be
+    listed and re-driven once the cause is fixed)."""
+    envelope = PageEnvelope(
+        ref=message.ref,
+        shard=message.shard,
+        outcome="failed",
+        reason=f"internal_error: {type(error).__name__}: {error}"[:500],
+        fetched_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        failure="internal_error",
+    )
+    _send_bundles(
+        services,
+        message.pipeline,
+        message.version,
+        message.run,
+        message.task,
+        [envelope],
+        services.meter.take(),
+    )
 
 
 def _host_down(message: FetchMessage, breaker: BreakerState) -> PageEnvelope:

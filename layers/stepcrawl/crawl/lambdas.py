@@ -7,15 +7,15 @@ import logging
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from stepcrawl.crawl.context import CrawlServices
 from stepcrawl.crawl.dispatch import handle_control
-from stepcrawl.crawl.fetch_stage import BatchFetcher, process_fetch_batch
+from stepcrawl.crawl.fetch_stage import BatchFetcher, process_fetch_batch, record_internal_error
 from stepcrawl.crawl.messages import ControlMessage, FetchMessage, ParseBundle
 from stepcrawl.crawl.parse_stage import process_bundles
 from stepcrawl.crawl.sweeper import sweep_running
-from stepcrawl.names import METRIC_PAGES_RECORDED
+from stepcrawl.names import MAX_RECEIVE_COUNT, METRIC_PAGES_RECORDED
 
 __all__ = ["SqsRecord", "dispatch_record", "fetch_records", "parse_records", "run_sweeper"]
 
@@ -23,10 +23,18 @@ logger = logging.getLogger("stepcrawl.lambdas")
 
 
 class SqsRecord(Protocol):
-    """The two fields of an SQS record the stages use (Powertools' SqsRecordModel has them)."""
+    """The fields of an SQS record the stages use (Powertools' SqsRecordModel has them)."""
 
     messageId: str  # noqa: N815 - AWS's field name
     body: str
+
+    @property
+    def attributes(self) -> Any: ...  # .ApproximateReceiveCount
+
+
+#: A fetch message that fails alone on this many receives is recorded failed (class
+#: internal_error) rather than left to reach the dead-letter queue with its URL unrecorded.
+POISON_AFTER: Final = MAX_RECEIVE_COUNT - 2
 
 
 @contextmanager
@@ -92,8 +100,31 @@ def fetch_records(
         # Not _billed: the fetch stage meters its own time into the bundles it sends.
         loop.run_until_complete(process_fetch_batch(services, fetcher, messages))
     except Exception:
-        # Every record comes back; the commit is idempotent, so refetching is safe. Loud:
-        # a batch that keeps failing ends in the dead-letter queue, and must say why.
-        logger.exception("fetch batch failed; all %d records come back", len(records))
-        return {"batchItemFailures": [{"itemIdentifier": r.messageId} for r in records]}
-    return {"batchItemFailures": []}
+        logger.exception("fetch batch failed; trying its %d records one by one", len(records))
+    else:
+        return {"batchItemFailures": []}
+    # One poisoned message must not hold back the others, nor vanish into the DLQ: each is
+    # tried alone (a refetch is safe, the log records a page once); one that keeps failing
+    # is recorded failed, internal_error, before SQS would give up on it.
+    failed: list[str] = []
+    for record, message in zip(records, messages, strict=True):
+        try:
+            loop.run_until_complete(process_fetch_batch(services, fetcher, [message]))
+        except Exception as error:
+            if _receives(record) < POISON_AFTER:
+                failed.append(record.messageId)
+                continue
+            logger.exception("fetch message %s failed %d times", record.messageId, POISON_AFTER)
+            try:
+                record_internal_error(services, message, error)
+            except Exception:
+                logger.exception("could not record %s as failed", message.ref.url)
+                failed.append(record.messageId)
+    return {"batchItemFailures": [{"itemIdentifier": ident} for ident in failed]}
+
+
+def _receives(record: SqsRecord) -> int:
+    try:
+        return int(record.attributes.ApproximateReceiveCount)
+    except (AttributeError, TypeError, ValueError):
+        return 1
