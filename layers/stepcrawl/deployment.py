@@ -32,7 +32,10 @@ from stepcrawl.names import (
     CANCELLED_ERROR,
     ENV_TABLE,
     OUTPUT_BUCKET_NAME,
+    OUTPUT_CONTROL_DLQ_URL,
+    OUTPUT_FETCH_DLQ_URL,
     OUTPUT_FETCH_QUEUE_URL,
+    OUTPUT_PARSE_DLQ_URL,
     OUTPUT_PARSE_QUEUE_URL,
     OUTPUT_STATE_MACHINE_ARN_PREFIX,
     OUTPUT_TABLE_NAME,
@@ -179,6 +182,16 @@ class Deployment:
     def queue(self, output: str) -> SqsQueue:
         """The queue whose URL is the stack output ``output``."""
         return SqsQueue(self.output(output), client=self.client("sqs"))
+
+    def dead_letters(self) -> dict[str, int]:
+        """Messages waiting in each queue's dead-letter queue (a handler failed on them
+        :data:`~stepcrawl.names.MAX_RECEIVE_COUNT` times): what `status` and reports show."""
+        outputs = {
+            "control": OUTPUT_CONTROL_DLQ_URL,
+            "fetch": OUTPUT_FETCH_DLQ_URL,
+            "parse": OUTPUT_PARSE_DLQ_URL,
+        }
+        return {name: self.queue(output).approximate_depth() for name, output in outputs.items()}
 
     def crawl_config(self) -> CrawlConfig:
         """The crawl engine's settings as the deployed functions have them.

@@ -60,6 +60,9 @@ def test_status_prints_whole_names(monkeypatch: pytest.MonkeyPatch) -> None:
         def crawl_config(self) -> CrawlConfig:
             return CrawlConfig(shards=1)
 
+        def dead_letters(self) -> dict[str, int]:
+            return {"control": 0, "fetch": 2, "parse": 0}
+
         @property
         def table(self) -> MemoryTable:
             # One URL of the running crawl waits for the fetch window.
@@ -72,6 +75,7 @@ def test_status_prints_whole_names(monkeypatch: pytest.MonkeyPatch) -> None:
     result = runner.invoke(app, ["status", "r1"])
     assert result.exit_code == 0, result.output
     assert f"{CRAWL}: URLs waiting in the backlog: 1 for window" in result.stdout
+    assert "2 message(s) in the fetch queue's dead-letter queue" in result.stdout
     for text in (CRAWL, EXPORT, "running", "succeeded", "pages done", "backlog", "pages/s"):
         assert text in result.stdout, text
     assert "…" not in result.stdout

@@ -195,6 +195,7 @@ def status(
     deployment = _deployment(stage)
     found = _follow(deployment, run_name) if wait else _or_exit(lambda: deployment.status(run_name))
     waiting = _waiting(deployment, found)
+    dead_letters = _or_exit(deployment.dead_letters)
     if as_json:
         out.print_json(
             json.dumps(
@@ -204,6 +205,7 @@ def status(
                     "status": found.status,
                     "error": found.error,
                     "cause": found.cause,
+                    "dead_letters": dead_letters,
                     "tasks": {
                         t.id: {
                             "type": t.type,
@@ -223,6 +225,14 @@ def status(
             if reasons:
                 listed = ", ".join(f"{n} for {reason}" for reason, n in reasons.items())
                 out.print(f"{task_id}: URLs waiting in the backlog: {listed}", soft_wrap=True)
+        for queue, count in dead_letters.items():
+            if count:
+                out.print(
+                    f"[yellow]{count} message(s) in the {queue} queue's dead-letter queue "
+                    f"(all runs of the stage): `stepcrawl redrive-dlq {queue}` after a fix"
+                    "[/yellow]",
+                    soft_wrap=True,
+                )
     if found.status not in ("RUNNING", "SUCCEEDED"):
         raise typer.Exit(1)
 

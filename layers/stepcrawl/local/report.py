@@ -35,23 +35,13 @@ from stepcrawl.crawl.failures import list_failures
 from stepcrawl.crawl.tasklog import recorded_lines
 from stepcrawl.crawl.waiting import summarize_waiting, waiting_urls
 from stepcrawl.deployment import Deployment, RunStatus, TaskStatus
-from stepcrawl.names import (
-    METRICS_NAMESPACE,
-    OUTPUT_CONTROL_DLQ_URL,
-    OUTPUT_FETCH_DLQ_URL,
-    OUTPUT_PARSE_DLQ_URL,
-)
+from stepcrawl.names import METRICS_NAMESPACE
 from stepcrawl.runtime import container_usage
 from stepcrawl.storage import Usage
 
-__all__ = ["dead_letters", "percentiles", "run_counts", "run_warnings", "write_run_outputs"]
+__all__ = ["percentiles", "run_counts", "run_warnings", "write_run_outputs"]
 
 _WAITING_SHOWN: Final = 20
-_DLQS: Final = {
-    "control": OUTPUT_CONTROL_DLQ_URL,
-    "fetch": OUTPUT_FETCH_DLQ_URL,
-    "parse": OUTPUT_PARSE_DLQ_URL,
-}
 
 _COUNTERS = ("claimed", "finished", "ok", "failed", "items", "bytes", "dropped", "skipped")
 #: A local function container's thread: ``lambda-<function>-<n>`` (lambda_runtime/containers.py).
@@ -113,7 +103,7 @@ def write_run_outputs(
         },
         **(extra or {}),
     }
-    report["dead_letters"] = dead_letters(deployment)
+    report["dead_letters"] = deployment.dead_letters()
     _add_waiting(deployment, status, report)
     report["warnings"] = run_warnings(report)
     cost = _run_cost(deployment, status, out, extra or {})
@@ -135,11 +125,6 @@ def _add_waiting(deployment: Deployment, status: RunStatus, report: dict[str, An
             "by_reason": summarize_waiting(waiting),
             "urls": [w.__dict__ for w in waiting[:_WAITING_SHOWN]],
         }
-
-
-def dead_letters(deployment: Deployment) -> dict[str, int]:
-    """Messages waiting in each queue's dead-letter queue (a handler failed on them 5 times)."""
-    return {name: deployment.queue(output).approximate_depth() for name, output in _DLQS.items()}
 
 
 def run_warnings(report: Mapping[str, Any]) -> list[str]:
