@@ -774,7 +774,7 @@ def test_content_type_refused_without_reading_body(client: Client, site: Site) -
     assert (result.outcome, result.reason, result.status) == ("fatal", "content_type", 200)
     assert result.body == b""
     assert result.headers["content-type"] == "application/pdf"
-    assert time.perf_counter() - started < 0.5  # the body would take 2 s
+    assert time.perf_counter() - started < 1.5  # the body would take 2 s (slack: a loaded CI)
     deadline = time.monotonic() + 3
     while not site.aborted and time.monotonic() < deadline:
         time.sleep(0.02)
