@@ -15,12 +15,13 @@ AWS_ADAPTERS = {
     "storage/aws.py",
     "deployment.py",
     "local/emulator.py",
+    "local/in_process.py",
     "local/report.py",
     "local/moto_patches.py",
 }
 AWS_ADAPTER_PACKAGES = ("local/lambda_runtime/",)
 #: Modules that may import moto: the emulator and its patches.
-MOTO_USERS = {"local/emulator.py", "local/moto_patches.py"}
+MOTO_USERS = {"local/emulator.py", "local/in_process.py", "local/moto_patches.py"}
 
 
 def imported_roots(path: Path) -> set[str]:

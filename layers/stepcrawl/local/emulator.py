@@ -27,6 +27,7 @@ import boto3
 
 from stepcrawl.compiler import substitute
 from stepcrawl.errors import ConfigError
+from stepcrawl.local.in_process import serve_in_process, stop_serving_in_process
 from stepcrawl.local.moto_patches import apply_moto_patches
 
 __all__ = ["DeployedStack", "Emulator", "moto_ready_template"]
@@ -113,7 +114,11 @@ class DeployedStack:
 
 
 class Emulator:
-    """A ThreadedMotoServer with the stack deployed; use as a context manager."""
+    """A ThreadedMotoServer with the stack deployed; use as a context manager.
+
+    The server is for other processes (the aws CLI, ``stepcrawl status`` against ``serve``);
+    this process's clients reach the same backends in-process (:mod:`.in_process`).
+    """
 
     def __init__(self, template: dict[str, Any], *, stack_name: str = "stepcrawl-local") -> None:
         self.template = template
@@ -121,6 +126,7 @@ class Emulator:
         self.endpoint = ""
         self.stack: DeployedStack | None = None
         self._server: Any = None
+        self._port = 0
 
     def client(self, service: str) -> Any:
         return boto3.client(  # type: ignore[call-overload]
@@ -139,6 +145,10 @@ class Emulator:
         self._server.start()
         host, port = self._server.get_host_and_port()
         self.endpoint = f"http://{host}:{port}"
+        self._port = int(port)
+        # This process's clients reach the same backends without HTTP; the server stays up
+        # for the aws CLI and other processes (local/in_process.py).
+        serve_in_process(self._port)
         # Step Functions' service integrations inside the server call back into it.
         os.environ["MOTO_PORT"] = str(port)
         self._configure(execute=False)
@@ -234,6 +244,7 @@ class Emulator:
             # next emulator of this process would find this one's stack and resources.
             with contextlib.suppress(OSError):
                 self._moto_api("reset")
+            stop_serving_in_process(self._port)
             self._server.stop()
             self._server = None
 

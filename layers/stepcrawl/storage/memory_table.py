@@ -67,7 +67,7 @@ class MemoryTable:
     def get(self, key: Key, *, consistent: bool = True) -> Item | None:
         with self._lock:
             item = self.items.get(key)
-            self.meter.ddb_read(read_units(item_size(item), consistent=consistent))
+            self.meter.ddb_read(read_units(item_size(item), consistent=consistent), key[0])
             return copy.deepcopy(item)
 
     def batch_get(self, keys: Sequence[Key], *, consistent: bool = False) -> dict[Key, Item]:
@@ -75,14 +75,14 @@ class MemoryTable:
             found = {k: copy.deepcopy(self.items[k]) for k in set(keys) if k in self.items}
             for key in set(keys):
                 size = item_size(found.get(key))
-                self.meter.ddb_read(read_units(size, consistent=consistent))
+                self.meter.ddb_read(read_units(size, consistent=consistent), key[0])
             return found
 
     def put(self, item: Item, *, condition: Condition | None = None) -> bool:
         with self._lock:
             key = _key(item)
             old = self.items.get(key)
-            self.meter.ddb_write(write_units(max(item_size(old), item_size(item))))
+            self.meter.ddb_write(write_units(max(item_size(old), item_size(item))), key[0])
             if not evaluate(condition, old):
                 return False
             _check_size(item)
@@ -102,7 +102,7 @@ class MemoryTable:
         with self._lock:
             old = self.items.get(key)
             new = _apply(old, key, set, set_if_absent, add, remove)
-            self.meter.ddb_write(write_units(max(item_size(old), item_size(new))))
+            self.meter.ddb_write(write_units(max(item_size(old), item_size(new))), key[0])
             if not evaluate(condition, old):
                 return None
             _check_size(new)
@@ -112,7 +112,7 @@ class MemoryTable:
     def delete(self, key: Key, *, condition: Condition | None = None) -> bool:
         with self._lock:
             old = self.items.get(key)
-            self.meter.ddb_write(write_units(item_size(old)))
+            self.meter.ddb_write(write_units(item_size(old)), key[0])
             if not evaluate(condition, old):
                 return False
             self.items.pop(key, None)
@@ -137,7 +137,7 @@ class MemoryTable:
                 key=lambda i: str(i["sk"]),
             )[: limit if limit is not None else None]
             size = sum(item_size(i) for i in found)
-            self.meter.ddb_read(read_units(size, consistent=consistent))
+            self.meter.ddb_read(read_units(size, consistent=consistent), pk)
             return copy.deepcopy(found)
 
     def transact(self, writes: Sequence[Write]) -> None:
@@ -158,7 +158,9 @@ class MemoryTable:
                     staged[write.key] = _apply(old, write.key, write.set, None, write.add, ())
                 size_new = item_size(staged.get(write.key, old))
                 size += max(item_size(old), size_new)
-                self.meter.ddb_write(write_units(max(item_size(old), size_new), transactional=True))
+                self.meter.ddb_write(
+                    write_units(max(item_size(old), size_new), transactional=True), write.key[0]
+                )
             if len({w.key for w in writes}) != len(writes):
                 # DynamoDB's ValidationException, whatever the conditions say.
                 raise RequestRejectedError("a transaction cannot write one item twice")

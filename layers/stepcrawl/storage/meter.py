@@ -7,6 +7,12 @@ payload; S3 one request per call. Each request counts what it carries: a batch r
 unprocessed or failed part counts that part again, not the whole batch.
 
 A meter belongs to one container (:func:`stepcrawl.runtime.services_from_env`), as on Lambda.
+
+Per partition key (``Meter(per_key=True, clock=...)``, off by default): the DynamoDB units of
+each request are also added to its partition key's tally for the second of ``clock`` it was
+made in, so a simulation on a virtual clock can tell the busiest second of each key against a
+partition's limits (1,000 WCU/s and 3,000 RCU/s). Off, the key is ignored: Lambda pays nothing
+for it.
 """
 
 from __future__ import annotations
@@ -14,10 +20,12 @@ from __future__ import annotations
 import json
 import math
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-__all__ = ["Meter", "Usage", "item_size", "read_units", "write_units"]
+__all__ = ["KeyLoad", "Meter", "Usage", "item_size", "read_units", "write_units"]
 
 
 @dataclass
@@ -67,24 +75,74 @@ def read_units(size: int, *, consistent: bool = True) -> float:
     return float(units) if consistent else units / 2
 
 
-class Meter:
-    """Thread-safe accumulator of :class:`Usage`: a running total and a window to ``take``."""
+@dataclass(frozen=True)
+class KeyLoad:
+    """The DynamoDB units one partition key took over a span of whole seconds."""
 
-    def __init__(self) -> None:
+    pk: str
+    write_units: float  # in the span
+    read_units: float
+    peak_write: float  # in its busiest second (WCU/s, what a partition's limit is about)
+    peak_read: float
+    seconds: int  # seconds of the span in which the key was used
+
+
+class Meter:
+    """Thread-safe accumulator of :class:`Usage`: a running total and a window to ``take``;
+    with ``per_key``, also DynamoDB units per partition key per second of ``clock``."""
+
+    def __init__(self, *, per_key: bool = False, clock: Callable[[], float] = time.time) -> None:
         self._total = Usage()
         self._window = Usage()
         self._lock = threading.Lock()
+        self._clock = clock
+        # pk -> second -> [write units, read units]; None when off, so the adapters' calls
+        # cost one test.
+        self._keys: dict[str, dict[int, list[float]]] | None = {} if per_key else None
 
     def _add(self, name: str, amount: float) -> None:
         with self._lock:
             for usage in (self._total, self._window):
                 setattr(usage, name, getattr(usage, name) + amount)
 
-    def ddb_write(self, units: float) -> None:
-        self._add("ddb_write_units", units)
+    def _add_key(self, pk: str | None, slot: int, units: float) -> None:
+        if self._keys is None or pk is None:
+            return
+        second = math.floor(self._clock())
+        with self._lock:
+            self._keys.setdefault(pk, {}).setdefault(second, [0.0, 0.0])[slot] += units
 
-    def ddb_read(self, units: float) -> None:
+    def ddb_write(self, units: float, pk: str | None = None) -> None:
+        """``units`` written; ``pk``: the partition key they went to (for per-key tallies)."""
+        self._add("ddb_write_units", units)
+        self._add_key(pk, 0, units)
+
+    def ddb_read(self, units: float, pk: str | None = None) -> None:
+        """``units`` read; ``pk``: the partition key they came from (for per-key tallies)."""
         self._add("ddb_read_units", units)
+        self._add_key(pk, 1, units)
+
+    def key_loads(self, start: float | None = None, end: float | None = None) -> list[KeyLoad]:
+        """Units per partition key in the whole seconds from ``start`` up to (not including)
+        ``end`` of the clock (default: all), busiest key first; empty unless ``per_key``."""
+        low = -math.inf if start is None else math.floor(start)
+        high = math.inf if end is None else math.floor(end)
+        loads: list[KeyLoad] = []
+        with self._lock:
+            for pk, seconds in (self._keys or {}).items():
+                span = [units for second, units in seconds.items() if low <= second < high]
+                if span:
+                    loads.append(
+                        KeyLoad(
+                            pk=pk,
+                            write_units=sum(u[0] for u in span),
+                            read_units=sum(u[1] for u in span),
+                            peak_write=max(u[0] for u in span),
+                            peak_read=max(u[1] for u in span),
+                            seconds=len(span),
+                        )
+                    )
+        return sorted(loads, key=lambda load: (-load.peak_write, -load.peak_read, load.pk))
 
     def sqs(self, payload_bytes: int) -> None:
         self._add("sqs_requests", max(1, math.ceil(payload_bytes / 65536)))

@@ -1,0 +1,132 @@
+"""Units per partition key per second: the meter's tallies, and the hot-key simulation."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from tests.helpers.clock import FakeClock
+
+from stepcrawl.crawl.accounting import create_task_record
+from stepcrawl.crawl.commit import PageCommit, commit_bundle
+from stepcrawl.crawl.context import CrawlServices, StaticRegistry
+from stepcrawl.crawl.messages import UrlRef
+from stepcrawl.crawl.tasklog import LOG_TTL
+from stepcrawl.crawl.tokens import MemoryTokens
+from stepcrawl.keys import log_pk, run_pk, task_key
+from stepcrawl.storage import MemoryBlobStore, MemoryQueue, MemoryTable, Meter, Write
+from stepcrawl.storage.meter import item_size, write_units
+
+BENCH = Path(__file__).resolve().parents[2] / "bench" / "hot_keys.py"
+
+
+@pytest.fixture(scope="module")
+def hot_keys() -> ModuleType:
+    """bench/hot_keys.py (not a package: loaded from its file)."""
+    spec = importlib.util.spec_from_file_location("hot_keys", BENCH)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["hot_keys"] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_units_are_tallied_per_key_and_second(clock: FakeClock) -> None:
+    meter = Meter(per_key=True, clock=clock)
+    table = MemoryTable(meter)
+    clock.set(100.0)
+    for n in range(3):
+        table.put({"pk": "A", "sk": str(n)})  # 1 WU each
+    table.transact([Write("put", ("B", "x"), item={"pk": "B", "sk": "x"})])  # 2 WU
+    clock.set(101.5)
+    table.put({"pk": "A", "sk": "9"})
+    table.query("A", consistent=True)  # 4 small items: 1 RU
+    table.batch_get([("A", "0"), ("B", "x")])  # eventually consistent: 0.5 RU each
+    loads = {load.pk: load for load in meter.key_loads()}
+    assert (loads["A"].write_units, loads["A"].peak_write, loads["A"].seconds) == (4.0, 3.0, 2)
+    assert (loads["A"].read_units, loads["A"].peak_read) == (1.5, 1.5)
+    assert (loads["B"].write_units, loads["B"].read_units) == (2.0, 0.5)
+    # A span counts whole seconds from its start, its end excluded.
+    assert [load.pk for load in meter.key_loads(101.0, 102.0)] == ["A", "B"]
+    assert meter.key_loads(101.0, 102.0)[0].write_units == 1.0
+    assert meter.key_loads(102.0) == []
+    # The totals are those of a meter without per-key tallies.
+    assert meter.snapshot().ddb_write_units == 6.0
+
+
+def test_per_key_tallies_are_off_by_default(clock: FakeClock) -> None:
+    meter = Meter()
+    MemoryTable(meter).put({"pk": "A", "sk": "1"})
+    assert meter.key_loads() == []
+    assert meter.snapshot().ddb_write_units == 1.0
+
+
+def test_commits_per_second_give_the_task_records_units(clock: FakeClock) -> None:
+    """k bundle commits in one second write the task record k times, transactionally."""
+    meter = Meter(per_key=True, clock=clock)
+    table = MemoryTable(meter)
+    services = CrawlServices(
+        table=table,
+        fetch_queue=MemoryQueue(meter, clock),
+        parse_queue=MemoryQueue(meter, clock),
+        blobs=MemoryBlobStore(meter),
+        tokens=MemoryTokens(),
+        registry=StaticRegistry([]),
+        meter=meter,
+        clock=clock,
+    )
+    seeds = [f"http://h{n}.test/" for n in range(12)]
+    create_task_record(
+        services,
+        run="r",
+        task="t",
+        token="tok",
+        pipeline="p",
+        version="v",
+        seeds=seeds,
+        max_pages=100,
+    )
+    pages = iter(seeds)
+    for second, commits in ((200, 3), (201, 7), (202, 2)):
+        clock.set(second + 0.1)
+        for n in range(commits):
+            page = PageCommit(UrlRef(url=next(pages)), True, 200, "ok")
+            commit_bundle(services, "r", "t", f"b{second}-{n}", [page])
+    record = table.items[task_key("r", "t")]
+    assert item_size(record) <= 1024  # so every update of it is 1 KiB, 2 WU in a transaction
+    loads = {load.pk: load for load in meter.key_loads(200, 203)}
+    assert loads[run_pk("r")].peak_write == 7 * write_units(1024, transactional=True)
+    assert loads[run_pk("r")].write_units == 12 * 2.0
+    # The log: one entry appended per commit, two consistent reads of what is new around it.
+    assert loads[log_pk("r", "t")].peak_write == 7 * 2.0
+    assert loads[log_pk("r", "t")].peak_read == 7 * 2 * 1.0
+
+
+def test_simulation_reports_each_key_and_the_binding_one(hot_keys: ModuleType) -> None:
+    sim = hot_keys.Simulation(
+        rate=400.0, hosts=200, shards=2, fetch_containers=3, parse_containers=2
+    )
+    report = sim.run(warmup=1.0, measure=2.0)
+    assert report.seconds == 2.0
+    assert 200 <= report.rate <= 600  # the politeness delay paces it near the target
+    kinds = {k.kind: k for k in report.kinds}
+    assert {"run partition (task record + leases)", "task log", "backlog shard"} <= set(kinds)
+    # The log's writes, from its entries: each appended in one transaction (2 WU per KiB)
+    # in the second its TTL was stamped from.
+    start = sim.clock.now - report.seconds
+    per_second: dict[int, float] = {}
+    for (pk, _), item in sim.table.items.items():
+        written = item["expires_at"] - LOG_TTL if pk.startswith("LOG#") else None
+        if written is not None and start <= written < sim.clock.now:
+            units = write_units(item_size(item), transactional=True)
+            per_second[written] = per_second.get(written, 0.0) + units
+    assert kinds["task log"].peak_write == max(per_second.values())
+    binding = report.binding
+    assert binding.headroom == max(k.headroom for k in report.kinds)
+    lines = list(report.lines())
+    assert lines[-1].startswith(f"binds first: {binding.kind} ({binding.pk})")
+    assert report.ceiling() == pytest.approx(report.rate / binding.headroom)
