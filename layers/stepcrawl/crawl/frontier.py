@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from stepcrawl.crawl.context import CrawlServices
-from stepcrawl.crawl.hosts import HostView
+from stepcrawl.crawl.hosts import HostSlots, HostView
 from stepcrawl.crawl.messages import FetchMessage, UrlRef
 from stepcrawl.crawl.ring import shard_of
 from stepcrawl.extract.urls import url_host
@@ -131,21 +131,22 @@ def _feed_once(
     if lease is None:
         return None  # another feeder holds this shard
     now = services.clock()
-    host_next: dict[str, float] = dict(lease.item.get("host_next", {}))
+    slots = HostSlots.of(lease.item)
     hosts = HostView.of(lease.item)
     sent = 0
     try:
-        sent = _feed_chunks(services, host_next, hosts, free, now, politeness, where)
+        sent = _feed_chunks(services, slots, hosts, free, now, politeness, where)
     finally:
-        keep = {h: t for h, t in host_next.items() if t > now}
         # Fenced: if we were taken over, nothing is written and the successor's timing stands.
-        lock.release(lease, set={"host_next": keep}, remove=hosts.expired(now))
+        # ("host_next" is the unpacked map of earlier versions.)
+        changes, unset = slots.changes(now)
+        lock.release(lease, set=changes, remove=[*hosts.expired(now), *unset, "host_next"])
     return sent
 
 
 def _feed_chunks(
     services: CrawlServices,
-    host_next: dict[str, float],
+    slots: HostSlots,
     hosts: HostView,
     free: int,
     now: float,
@@ -162,7 +163,7 @@ def _feed_chunks(
     for chunk in chunks:
         rest: list[dict[str, Any]] = []
         for entry in chunk["urls"]:
-            delay = None if len(out) >= free else gate.delay(entry, host_next, hosts)
+            delay = None if len(out) >= free else gate.delay(entry, slots, hosts)
             if delay is None:
                 rest.append(entry)
             else:
@@ -202,9 +203,7 @@ class _Gate:
         }
         self.now, self.spacing = now, politeness.delay
 
-    def delay(
-        self, entry: dict[str, Any], host_next: dict[str, float], hosts: HostView
-    ) -> int | None:
+    def delay(self, entry: dict[str, Any], slots: HostSlots, hosts: HostView) -> int | None:
         """Seconds to delay the entry's fetch message, or None: it waits in the backlog."""
         host, now = url_host(entry["u"]), self.now
         if host in self.given_up:
@@ -213,10 +212,10 @@ class _Gate:
             return None
         self.probes.discard(host)
         nb = float(entry.get("nb", 0))
-        at = max(now, host_next.get(host, now), hosts.paused_until(host), nb)
+        at = max(now, slots.get(host, now), hosts.paused_until(host), nb)
         if at - now > MAX_SQS_DELAY:
             return None  # not due within SQS's reach (paused, booked, retry): wait
-        host_next[host] = at + hosts.spacing(host, self.spacing)
+        slots.book(host, at + hosts.spacing(host, self.spacing))
         return math.ceil(at - now)
 
 
