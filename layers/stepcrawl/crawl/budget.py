@@ -26,7 +26,7 @@ from typing import Any, Final
 from stepcrawl.cost.prices import PRICES
 from stepcrawl.crawl.commit import Decision, append
 from stepcrawl.crawl.context import CrawlServices
-from stepcrawl.crawl.states import TaskState
+from stepcrawl.crawl.states import TaskState, UrlState
 from stepcrawl.crawl.tasklog import Delta, PageLine, TaskLog, fingerprint
 from stepcrawl.functions_spec import FUNCTION_MEMORY_MB
 from stepcrawl.keys import backlog_pk, shard_key, task_key
@@ -96,7 +96,7 @@ def _drain_chunk(
     services: CrawlServices, run: str, task: str, shard: int, chunk: dict[str, Any]
 ) -> int:
     by = f"drain-{shard:03d}-{chunk['sk']}"
-    skipped = PageLine(state="skipped")
+    skipped = PageLine(state=UrlState.SKIPPED)
 
     def decide(log: TaskLog, _budget: int | None) -> Decision:
         fps = dict.fromkeys(fingerprint(entry["u"]) for entry in chunk["urls"])

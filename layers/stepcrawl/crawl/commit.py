@@ -25,7 +25,7 @@ from typing import Any, Final
 
 from stepcrawl.crawl.context import CrawlServices
 from stepcrawl.crawl.messages import UrlRef
-from stepcrawl.crawl.states import TaskState
+from stepcrawl.crawl.states import TaskState, UrlState
 from stepcrawl.crawl.tasklog import Delta, PageLine, TaskLog, fingerprint
 from stepcrawl.errors import RetryableError
 from stepcrawl.keys import log_key, task_key
@@ -55,7 +55,7 @@ class PageCommit:
 
     def line(self) -> PageLine:
         return PageLine(
-            state="done" if self.ok else "failed",
+            state=UrlState.DONE if self.ok else UrlState.FAILED,
             status=self.status,
             failure=self.failure,
             attempts=self.ref.attempt,

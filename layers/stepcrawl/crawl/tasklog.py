@@ -31,6 +31,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from stepcrawl.crawl.states import UrlState
 from stepcrawl.keys import log_key, log_pk
 from stepcrawl.storage import Table
 
@@ -170,7 +171,7 @@ class TaskLog:
         for fp, line in delta.recorded:
             self.seen.add(fp)
             self.recorded[fp] = delta.by
-            if line.state == "failed":
+            if line.state == UrlState.FAILED:
                 self.failed.add(fp)
             else:
                 self.failed.discard(fp)
@@ -235,8 +236,8 @@ def url_states(table: Table, run: str, task: str) -> dict[int, str]:
     states: dict[int, str] = {}
     for item in table.query(log_pk(run, task), consistent=True):
         delta = Delta.of(item)
-        states.update(dict.fromkeys(delta.admitted, "pending"))
-        states.update(dict.fromkeys(delta.skipped, "skipped"))
+        states.update(dict.fromkeys(delta.admitted, UrlState.PENDING))
+        states.update(dict.fromkeys(delta.skipped, UrlState.SKIPPED))
         states.update((fp, line.state) for fp, line in delta.recorded)
-        states.update(dict.fromkeys(delta.reopened, "pending"))
+        states.update(dict.fromkeys(delta.reopened, UrlState.PENDING))
     return states
