@@ -315,6 +315,11 @@ def test_a_timeout_fails_the_batch_and_frees_the_slot(
         [FunctionSpec("slow", handler, timeout=0.3)],
         [MappingSpec("slow", url, batch_size=1, max_concurrency=1)],
     )
+    # The message comes back once its 1 s visibility has passed: wait for the second
+    # delivery itself, not only for a moment with nothing to do (which can come first).
+    deadline = time.monotonic() + 10
+    while calls.bodies() != {"a": 2} and time.monotonic() < deadline:
+        time.sleep(0.05)
     runtime.wait_idle(timeout=10)
     # The second delivery ran while the first, timed-out handler was still sleeping.
     assert calls.bodies() == {"a": 2}
