@@ -86,17 +86,11 @@ class _PartitionIndex(dict[tuple[str, str], dict[str, Any]]):
 
 
 class IndexedTable(MemoryTable):
-    """:class:`MemoryTable` (its semantics and billing) with queries that read one partition.
+    """:class:`MemoryTable` (its semantics and billing) with queries that read one partition."""
 
-    Shard-lease writes are also tallied per virtual second: leases share the run's partition
-    key with the task record, and the report tells the two apart.
-    """
-
-    def __init__(self, meter: Meter, clock: VirtualClock) -> None:
+    def __init__(self, meter: Meter) -> None:
         super().__init__(meter)
         self.items = _PartitionIndex()
-        self.clock = clock
-        self.lease_units: dict[int, float] = {}
 
     def query(self, pk: str, **kwargs: Any) -> list[dict[str, Any]]:
         with self._lock:
@@ -107,17 +101,6 @@ class IndexedTable(MemoryTable):
                 return super().query(pk, **kwargs)
             finally:
                 self.items = index
-
-    def update(self, key: tuple[str, str], **kwargs: Any) -> dict[str, Any] | None:
-        if not key[1].startswith("SHARD#"):
-            return super().update(key, **kwargs)
-        before = self.meter.snapshot().ddb_write_units
-        try:
-            return super().update(key, **kwargs)
-        finally:
-            second = math.floor(self.clock())
-            spent = self.meter.snapshot().ddb_write_units - before
-            self.lease_units[second] = self.lease_units.get(second, 0.0) + spent
 
 
 class SyntheticWeb:
@@ -225,7 +208,6 @@ class Report:
     seconds: float
     bundles_per_second: float
     kinds: list[KindPeak] = field(default_factory=list)
-    lease_peak_write: float = 0.0  # WU/s of the shard leases within the run's partition
     total_write: float = 0.0  # WU/s over the whole table (mean of the span)
     total_read: float = 0.0
     wall_seconds: float = 0.0
@@ -255,7 +237,6 @@ class Report:
                 f"{k.kind:<36} {k.keys:>5} {k.peak_write:>10,.1f} {k.peak_read:>10,.1f} "
                 f"{k.headroom:>8.0%} {ceiling}"
             )
-        yield f"  of which shard leases (writes): {self.lease_peak_write:,.1f} WU/s peak"
         yield (
             f"whole table: {self.total_write:,.0f} WU/s, {self.total_read:,.0f} RU/s "
             f"({self.total_write / max(self.rate, 1):.2f} WU and "
@@ -272,8 +253,9 @@ def kind_of(pk: str) -> str:
     """The key kind of a partition key (``stepcrawl.keys``)."""
     head = pk.split("#", maxsplit=1)[0]
     return {
-        "RUN": "run partition (task record + leases)",
-        "LOG": "task log",
+        "RUN": "run partition (task records)",
+        "SHARD": "shard lease",
+        "LOG": "task log stripe",
         "BL": "backlog shard",
         "FAIL": "failure records",
         "RUNNING": "running tasks",
@@ -309,7 +291,7 @@ class Simulation:
     def __post_init__(self) -> None:
         self.clock = VirtualClock()
         self.meter = Meter(per_key=True, clock=self.clock)
-        self.table = IndexedTable(self.meter, self.clock)
+        self.table = IndexedTable(self.meter)
         self.fetch_queue = MemoryQueue(self.meter, self.clock)
         self.parse_queue = MemoryQueue(self.meter, self.clock)
         self.blobs = MemoryBlobStore(self.meter)
@@ -398,7 +380,6 @@ class Simulation:
             self.step()
         end = self.clock.now
         loads = self.meter.key_loads(span_start, end)
-        leases = [u for s, u in self.table.lease_units.items() if span_start <= s < end]
         self.loop.close()
         seconds = end - span_start
         return Report(
@@ -406,7 +387,6 @@ class Simulation:
             seconds=seconds,
             bundles_per_second=(self.bundles - bundles) / seconds,
             kinds=peaks_by_kind(loads),
-            lease_peak_write=max(leases, default=0.0),
             total_write=sum(load.write_units for load in loads) / seconds,
             total_read=sum(load.read_units for load in loads) / seconds,
             wall_seconds=time.perf_counter() - started,

@@ -3,19 +3,24 @@
 | item              | pk                              | sk                         |
 |-------------------|---------------------------------|----------------------------|
 | task record       | ``RUN#<run>``                   | ``TASK#<task>``            |
-| shard lease       | ``RUN#<run>``                   | ``SHARD#<task>#<shard>``   |
-| task log entry    | ``LOG#<run>#<task>``            | ``<sequence, 10 digits>``  |
+| shard lease       | ``SHARD#<run>#<task>#<shard>``  | ``LEASE``                  |
+| task log entry    | ``LOG#<run>#<task>#<stripe>``   | ``<sequence, 10 digits>``  |
 | backlog chunk     | ``BL#<run>#<task>#<shard>``     | ``<depth>#<chunk id>#<n>`` |
 | failure record    | ``FAIL#<run>#<task>``           | ``<url hash>``             |
 | running task      | ``RUNNING``                     | ``<run>#<task>``           |
 | host breaker      | ``BREAKER#<host>``              | ``B``                      |
 | pipeline-run lock | ``PIPELINE#<pipeline>``         | ``RUNLOCK``                |
 
-There is no item per URL: a task's URL state is its log (:mod:`stepcrawl.crawl.tasklog`), read
-in order from one partition; backlog chunks of one shard share a partition so the feeder reads
-them in order; the records of one run (tasks, leases) share the run's partition so that one
-query lists a run's tasks. The run lock is written by the state machine itself (a DynamoDB
-``putItem`` task state), so its key is also compiled into every definition.
+There is no item per URL: a task's URL state is its log (:mod:`stepcrawl.crawl.tasklog`), one
+sequence whose entries are spread over :data:`LOG_STRIPES` partitions by sequence number
+(``stripe = seq % LOG_STRIPES``: AWS's "calculated suffix" write sharding), so one task's
+appends and reads never sit on one partition key; a reader knows where entry ``n`` lives and
+reads entries by key. Backlog chunks of one shard share a partition so the feeder reads them in
+order. Each shard lease has its own partition: leases are written on every feed, and on the
+run's partition they added up with the task records (docs/performance.md). The task records of
+one run share the run's partition, so that one query lists a run's tasks. The run lock is
+written by the state machine itself (a DynamoDB ``putItem`` task state), so its key is also
+compiled into every definition.
 """
 
 from __future__ import annotations
@@ -26,6 +31,8 @@ from typing import Final
 from stepcrawl.storage.table import Key
 
 __all__ = [
+    "LEASE_SK",
+    "LOG_STRIPES",
     "RUNNING_PK",
     "RUN_LOCK_SK",
     "TASK_PREFIX",
@@ -35,6 +42,7 @@ __all__ = [
     "failures_pk",
     "log_key",
     "log_pk",
+    "log_stripe",
     "pipeline_pk",
     "run_lock_key",
     "run_pk",
@@ -50,6 +58,12 @@ RUNNING_PK: Final = "RUNNING"
 TASK_PREFIX: Final = "TASK#"
 #: Sort key of the pipeline-run lock item (partition key: :func:`pipeline_pk`).
 RUN_LOCK_SK: Final = "RUNLOCK"
+#: Sort key of a shard lease (partition key: ``SHARD#<run>#<task>#<shard>``).
+LEASE_SK: Final = "LEASE"
+#: Partitions a task's log is spread over. Part of the stored layout: a reader finds entry
+#: ``n`` at stripe ``n % LOG_STRIPES``, so changing it strands the logs already written. Eight
+#: keep each stripe under a tenth of a partition's write limit at 10,000 pages/s per task.
+LOG_STRIPES: Final = 8
 _BREAKER_SK: Final = "B"
 
 
@@ -67,15 +81,19 @@ def task_key(run: str, task: str) -> Key:
 
 
 def shard_key(run: str, task: str, shard: int) -> Key:
-    return (run_pk(run), f"SHARD#{task}#{shard:03d}")
+    return (f"SHARD#{run}#{task}#{shard:03d}", LEASE_SK)
 
 
-def log_pk(run: str, task: str) -> str:
-    return f"LOG#{run}#{task}"
+def log_stripe(seq: int) -> int:
+    return seq % LOG_STRIPES
+
+
+def log_pk(run: str, task: str, stripe: int) -> str:
+    return f"LOG#{run}#{task}#{stripe}"
 
 
 def log_key(run: str, task: str, seq: int) -> Key:
-    return (log_pk(run, task), f"{seq:010d}")
+    return (log_pk(run, task, log_stripe(seq)), f"{seq:010d}")
 
 
 def backlog_pk(run: str, task: str, shard: int) -> str:

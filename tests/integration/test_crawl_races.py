@@ -9,7 +9,7 @@ from http.server import BaseHTTPRequestHandler
 import pytest
 
 from stepcrawl.crawl.context import CrawlConfig
-from stepcrawl.crawl.frontier import enqueue
+from stepcrawl.crawl.frontier import chunk_entries, enqueue
 from stepcrawl.crawl.items import iter_task_items
 from stepcrawl.crawl.messages import UrlRef
 from stepcrawl.keys import backlog_pk
@@ -107,5 +107,5 @@ def test_backlog_chunks_stay_under_the_item_size_limit() -> None:
     chunks = runner.table.query(backlog_pk("run-1", "crawl", 0))
     assert len(chunks) > 1
     assert all(item_size(c) < 400 * 1024 for c in chunks)
-    assert sum(len(c["urls"]) for c in chunks) == 1000
+    assert sum(len(chunk_entries(c)) for c in chunks) == 1000
     runner.close()

@@ -11,12 +11,12 @@ import pytest
 from tests.helpers.clock import FakeClock
 
 from stepcrawl.crawl.accounting import create_task_record
-from stepcrawl.crawl.commit import PageCommit, commit_bundle
+from stepcrawl.crawl.commit import BundleCommit, PageCommit, commit_bundles
 from stepcrawl.crawl.context import CrawlServices, StaticRegistry
 from stepcrawl.crawl.messages import UrlRef
 from stepcrawl.crawl.tasklog import LOG_TTL
 from stepcrawl.crawl.tokens import MemoryTokens
-from stepcrawl.keys import log_pk, run_pk, task_key
+from stepcrawl.keys import LOG_STRIPES, log_pk, run_pk, task_key
 from stepcrawl.storage import MemoryBlobStore, MemoryQueue, MemoryTable, Meter, Write
 from stepcrawl.storage.meter import item_size, write_units
 
@@ -95,15 +95,24 @@ def test_commits_per_second_give_the_task_records_units(clock: FakeClock) -> Non
         clock.set(second + 0.1)
         for n in range(commits):
             page = PageCommit(UrlRef(url=next(pages)), True, 200, "ok")
-            commit_bundle(services, "r", "t", f"b{second}-{n}", [page])
+            commit_bundles(services, "r", "t", [BundleCommit(f"b{second}-{n}", [page])])
     record = table.items[task_key("r", "t")]
     assert item_size(record) <= 1024  # so every update of it is 1 KiB, 2 WU in a transaction
     loads = {load.pk: load for load in meter.key_loads(200, 203)}
     assert loads[run_pk("r")].peak_write == 7 * write_units(1024, transactional=True)
     assert loads[run_pk("r")].write_units == 12 * 2.0
-    # The log: one entry appended per commit, two consistent reads of what is new around it.
-    assert loads[log_pk("r", "t")].peak_write == 7 * 2.0
-    assert loads[log_pk("r", "t")].peak_read == 7 * 2 * 1.0
+    # The log: one entry appended per commit, each on the next stripe (2 WU: < 1 KiB, in a
+    # transaction), so 7 commits in a second write 7 stripes once each.
+    stripes = [
+        loads[log_pk("r", "t", n)] for n in range(LOG_STRIPES) if log_pk("r", "t", n) in loads
+    ]
+    assert len(stripes) == LOG_STRIPES
+    assert max(load.peak_write for load in stripes) == 2.0
+    in_201 = meter.key_loads(201, 202)
+    assert sum(load.write_units for load in in_201 if load.pk.startswith("LOG#")) == 7 * 2.0
+    # Each commit reads the next sequence by key first (one consistent unit, found or not:
+    # here nothing new), and not again after its own append: it knows what it wrote.
+    assert sum(load.read_units for load in in_201 if load.pk.startswith("LOG#")) == 7 * 1.0
 
 
 def test_simulation_reports_each_key_and_the_binding_one(hot_keys: ModuleType) -> None:
@@ -114,17 +123,23 @@ def test_simulation_reports_each_key_and_the_binding_one(hot_keys: ModuleType) -
     assert report.seconds == 2.0
     assert 200 <= report.rate <= 600  # the politeness delay paces it near the target
     kinds = {k.kind: k for k in report.kinds}
-    assert {"run partition (task record + leases)", "task log", "backlog shard"} <= set(kinds)
-    # The log's writes, from its entries: each appended in one transaction (2 WU per KiB)
-    # in the second its TTL was stamped from.
+    assert {
+        "run partition (task records)",
+        "shard lease",
+        "task log stripe",
+        "backlog shard",
+    } <= set(kinds)
+    # The busiest stripe's writes, from its entries: each appended in one transaction (2 WU
+    # per KiB) in the second its TTL was stamped from.
     start = sim.clock.now - report.seconds
+    busiest = kinds["task log stripe"].pk
     per_second: dict[int, float] = {}
     for (pk, _), item in sim.table.items.items():
-        written = item["expires_at"] - LOG_TTL if pk.startswith("LOG#") else None
+        written = item["expires_at"] - LOG_TTL if pk == busiest else None
         if written is not None and start <= written < sim.clock.now:
             units = write_units(item_size(item), transactional=True)
             per_second[written] = per_second.get(written, 0.0) + units
-    assert kinds["task log"].peak_write == max(per_second.values())
+    assert kinds["task log stripe"].peak_write == max(per_second.values())
     binding = report.binding
     assert binding.headroom == max(k.headroom for k in report.kinds)
     lines = list(report.lines())

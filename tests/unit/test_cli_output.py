@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from stepcrawl.cli import app
 from stepcrawl.crawl.context import CrawlConfig
+from stepcrawl.crawl.frontier import chunk_item
 from stepcrawl.deployment import RunStatus, TaskStatus
 from stepcrawl.keys import backlog_pk
 from stepcrawl.storage import MemoryTable
@@ -68,7 +69,7 @@ def test_status_prints_whole_names(monkeypatch: pytest.MonkeyPatch) -> None:
             # One URL of the running crawl waits for the fetch window.
             table = MemoryTable()
             pk = backlog_pk("20261201T030000-1a2b3c", CRAWL, 0)
-            table.put({"pk": pk, "sk": "001#a#000", "urls": [{"u": "https://x.example/", "d": 1}]})
+            table.put(chunk_item(pk, "001#a#000", [{"u": "https://x.example/", "d": 1}]))
             return table
 
     monkeypatch.setattr("stepcrawl.deployment.Deployment", FakeDeployment)

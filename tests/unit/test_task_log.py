@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from stepcrawl.crawl.accounting import create_task_record
-from stepcrawl.crawl.commit import Decision, PageCommit, append, commit_bundle
+from stepcrawl.crawl.commit import BundleCommit, Decision, PageCommit, append, commit_bundles
 from stepcrawl.crawl.context import CrawlServices, StaticRegistry
 from stepcrawl.crawl.messages import UrlRef
 from stepcrawl.crawl.tasklog import (
@@ -21,7 +21,7 @@ from stepcrawl.crawl.tasklog import (
     url_states,
 )
 from stepcrawl.crawl.tokens import MemoryTokens
-from stepcrawl.keys import task_key
+from stepcrawl.keys import LOG_STRIPES, log_pk, task_key
 from stepcrawl.storage import MemoryBlobStore, MemoryQueue, MemoryTable
 
 RUN, TASK = "r1", "crawl"
@@ -57,6 +57,13 @@ def started(max_pages: int = 100) -> CrawlServices:
 def page(url: str, *links: str) -> PageCommit:
     children = [UrlRef(url=link, depth=1) for link in links]
     return PageCommit(UrlRef(url=url), True, 200, "ok", items=1, children=children)
+
+
+def commit_bundle(
+    s: CrawlServices, run: str, task: str, bundle_id: str, pages: list[PageCommit]
+) -> list[PageCommit]:
+    (mine,) = commit_bundles(s, run, task, [BundleCommit(bundle_id, pages)])
+    return mine
 
 
 def record(s: CrawlServices) -> dict[str, Any]:
@@ -137,7 +144,7 @@ def test_reports_read_each_page_once_even_after_a_redrive() -> None:
     def reopen(log: TaskLog, _budget: int | None) -> Decision:
         return Decision(Delta(by="redrive", reopened=[fingerprint(HOME)]), {"finished": -1})
 
-    assert append(s, RUN, TASK, "redrive", reopen) is not None
+    assert append(s, RUN, TASK, ["redrive"], reopen) is not None
     commit_bundle(s, RUN, TASK, "b2", [page(HOME)])
     assert [line.state for line in recorded_lines(s.table, RUN, TASK)] == ["done"]
 
@@ -150,3 +157,85 @@ def test_a_second_start_creates_nothing(seeds: int) -> None:
     assert create_task_record(s, **args, version="v", seeds=urls, max_pages=5)
     assert not create_task_record(s, **args, version="v", seeds=urls, max_pages=5)
     assert record(s)["claimed"] == seeds
+
+
+def test_bundles_of_one_invocation_share_an_entry_and_a_regrouped_redelivery_adds_nothing() -> None:
+    s = started()
+    b1 = BundleCommit("b1", [page(HOME, HOME + "a", HOME + "b")])
+    b2 = BundleCommit("b2", [page(HOME + "x", HOME + "a", HOME + "c"), page(HOME, HOME + "d")])
+    first, second = commit_bundles(s, RUN, TASK, [b1, b2])
+    assert [(p.ref.url, [c.url for c in p.children]) for p in first] == [
+        (HOME, [HOME + "a", HOME + "b"])
+    ]
+    # b2's copy of HOME is the page b1 recorded; its link "a" went to b1's page first.
+    assert [(p.ref.url, [c.url for c in p.children]) for p in second] == [
+        (HOME + "x", [HOME + "c"])
+    ]
+    log = TaskLog(RUN, TASK).refresh(s.table)
+    assert log.seq == 2, "the seeds and one entry for both bundles"
+    assert log.commits["b1"] is log.commits["b2"]
+    before = record(s)
+    assert (before["finished"], before["claimed"]) == (2, 4), "the seed, a, b, c"
+    # SQS brings b2 back alone (another container): it finds its entry and redoes its part.
+    (again,) = commit_bundles(
+        services(s.table),
+        RUN,
+        TASK,
+        [BundleCommit("b2", [page(HOME + "x", HOME + "a", HOME + "c"), page(HOME, HOME + "d")])],
+    )
+    assert [p.ref.url for p in again] == [HOME + "x", HOME]
+    assert record(s) == before, "nothing counted twice"
+
+
+def test_a_group_whose_first_bundle_was_committed_alone_commits_only_the_rest() -> None:
+    s = started()
+    commit_bundle(s, RUN, TASK, "b1", [page(HOME, HOME + "a")])
+    old, new = commit_bundles(
+        services(s.table),
+        RUN,
+        TASK,
+        [BundleCommit("b1", [page(HOME, HOME + "a")]), BundleCommit("b2", [page(HOME + "a")])],
+    )
+    assert [p.ref.url for p in old] == [HOME]
+    assert [p.ref.url for p in new] == [HOME + "a"]
+    log = TaskLog(RUN, TASK).refresh(s.table)
+    assert log.commits["b2"].by == "b2", "b1 is not named again by the newer entry"
+    assert (record(s)["finished"], record(s)["claimed"]) == (2, 2)
+
+
+def test_the_log_is_spread_over_its_stripes_and_read_back_in_order() -> None:
+    s = started(max_pages=1000)
+    urls = [f"{HOME}p{n}" for n in range(3 * LOG_STRIPES)]
+    commit_bundle(s, RUN, TASK, "b0", [page(HOME, *urls)])
+    for n, url in enumerate(urls):
+        commit_bundle(s, RUN, TASK, f"b{n + 1}", [page(url)])
+    sizes = [len(s.table.query(log_pk(RUN, TASK, stripe))) for stripe in range(LOG_STRIPES)]
+    assert sum(sizes) == 2 + len(urls)
+    assert max(sizes) - min(sizes) <= 1, "sequences go round the stripes"
+    late = TaskLog(RUN, TASK)
+    late.refresh(s.table)
+    assert late.seq == 2 + len(urls)
+    assert late.recorded == TaskLog(RUN, TASK).refresh(s.table).recorded
+    assert set(url_states(s.table, RUN, TASK).values()) == {"done"}
+
+
+def test_a_container_far_behind_catches_up_in_few_reads_and_then_reads_little() -> None:
+    s = started(max_pages=1000)
+    for n in range(200):
+        commit_bundle(s, RUN, TASK, f"b{n}", [page(HOME if n == 0 else f"{HOME}x{n}")])
+    table = s.table
+    assert isinstance(table, MemoryTable)
+    calls: list[int] = []
+    real = table.batch_get
+
+    def counting(keys: Any, *, consistent: bool = False) -> Any:
+        calls.append(len(keys))
+        return real(keys, consistent=consistent)
+
+    table.batch_get = counting  # type: ignore[method-assign]
+    log = TaskLog(RUN, TASK).refresh(table)
+    assert log.seq == 201
+    assert len(calls) <= 9, f"doubling rounds, not one read per entry: {calls}"
+    calls.clear()
+    log.refresh(table)
+    assert calls == [8], "the next refresh asks for a few, not for as many as it caught up"

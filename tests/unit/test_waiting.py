@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from tests.helpers.clock import FakeClock
 
+from stepcrawl.crawl.frontier import chunk_item
 from stepcrawl.crawl.waiting import summarize_waiting, waiting_urls
 from stepcrawl.keys import backlog_pk, breaker_key, shard_key
 from stepcrawl.local.report import run_warnings
@@ -23,7 +24,7 @@ def test_each_waiting_url_says_what_it_waits_for(clock: FakeClock) -> None:
         {"u": "https://retry.example/c", "d": 1, "a": 2, "nb": now + 10},
         {"u": "https://ready.example/d", "d": 1},
     ]
-    table.put({"pk": backlog_pk("r1", "crawl", 0), "sk": "001#x#000", "urls": urls})
+    table.put(chunk_item(backlog_pk("r1", "crawl", 0), "001#x#000", urls))
     waiting = waiting_urls(table, "r1", "crawl", shards=2, clock=clock)
     assert [(w.url.split("/")[2], w.reason, w.until) for w in waiting] == [
         ("down.example", "breaker_open", now + 60),

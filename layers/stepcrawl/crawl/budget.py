@@ -26,6 +26,7 @@ from typing import Any, Final
 from stepcrawl.cost.prices import PRICES
 from stepcrawl.crawl.commit import Decision, append
 from stepcrawl.crawl.context import CrawlServices
+from stepcrawl.crawl.frontier import chunk_entries
 from stepcrawl.crawl.states import TaskState, UrlState
 from stepcrawl.crawl.tasklog import Delta, PageLine, TaskLog, fingerprint
 from stepcrawl.functions_spec import FUNCTION_MEMORY_MB
@@ -99,15 +100,15 @@ def _drain_chunk(
     skipped = PageLine(state=UrlState.SKIPPED)
 
     def decide(log: TaskLog, _budget: int | None) -> Decision:
-        fps = dict.fromkeys(fingerprint(entry["u"]) for entry in chunk["urls"])
+        fps = dict.fromkeys(fingerprint(entry["u"]) for entry in chunk_entries(chunk))
         waiting = [fp for fp in fps if fp in log.seen and fp not in log.recorded]
         return Decision(
             Delta(by=by, recorded=[(fp, skipped) for fp in waiting]),
             add={"finished": len(waiting), "skipped": len(waiting)},
         )
 
-    outcome = append(services, run, task, by, decide)
-    if outcome is None:
+    log = append(services, run, task, [by], decide)
+    if log is None:
         return 0  # the task ended meanwhile
     services.table.delete((chunk["pk"], chunk["sk"]))
-    return len(outcome[1].recorded)
+    return len(log.commits[by].recorded)

@@ -8,10 +8,13 @@ counters (condition: the task is running, and its page budget covers what is adm
 - the delta's sequence was taken by another writer: read the log on and decide again;
 - the task refused (finished or cancelled): nothing is committed, ``None``;
 - the budget refused: decide again within the budget the record shows;
-- the commit's id is already in the log (a redelivery after a crash): that earlier delta is
-  the outcome, decided once, and the caller redoes its idempotent follow-ups from it.
+- every id of the commit is already in the log (a redelivery after a crash): those earlier
+  deltas are the outcome, decided once, and the caller redoes its idempotent follow-ups
+  from them.
 
-A page bundle is the main writer (:func:`commit_bundle`); seeding, re-drives and the cost
+The main writer is a parse invocation (:func:`commit_bundles`): the bundles of one task it
+holds go into one entry, so a task's log and record take one write per invocation, not one per
+bundle (docs/performance.md, "How far one deployment goes"). Seeding, re-drives and the cost
 guard's drain append the same way.
 """
 
@@ -19,7 +22,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -31,7 +34,7 @@ from stepcrawl.errors import RetryableError
 from stepcrawl.keys import log_key, task_key
 from stepcrawl.storage import All, Cond, Condition, TransactionConflict, Usage, Write
 
-__all__ = ["Decision", "PageCommit", "append", "commit_bundle"]
+__all__ = ["BundleCommit", "Decision", "PageCommit", "append", "commit_bundles"]
 
 _MAX_CONTENTION = 8
 _MAX_ROUNDS: Final = 1000  # decisions retried against a moving log before giving up
@@ -66,6 +69,15 @@ class PageCommit:
 
 
 @dataclass
+class BundleCommit:
+    """One parse bundle's pages as its commit sees them; ``usage`` is what fetching them cost."""
+
+    bundle_id: str
+    pages: Sequence[PageCommit]
+    usage: Usage = field(default_factory=Usage)
+
+
+@dataclass
 class Decision:
     """What a commit does: its delta, what it adds to the task's counters, and (optionally)
     what it sets on the task record under which condition instead of "running"."""
@@ -76,23 +88,24 @@ class Decision:
     condition: Condition | None = None
 
 
-#: decide(log, budget): ``budget`` is None on the first try, else what the record allows.
+#: decide(log, budget): ``budget`` is None on the first try, else what the record allows. The
+#: delta it returns names the ids it commits (those of ``ids`` not in the log yet).
 Decide = Callable[[TaskLog, int | None], Decision]
 
 
 def append(
-    services: CrawlServices, run: str, task: str, by: str, decide: Decide
-) -> tuple[TaskLog, Delta] | None:
-    """Commit ``by``'s decision once; (the log, the delta), or ``None`` if the task refused."""
+    services: CrawlServices, run: str, task: str, ids: Sequence[str], decide: Decide
+) -> TaskLog | None:
+    """Commit the decision of ``ids`` once; the log, in which each of ``ids`` has its delta
+    (``log.commits``), or ``None`` if the task refused."""
     log = services.task_logs.get(run, task)
     budget: int | None = None
     contention = 0
     for _ in range(_MAX_ROUNDS):
         with log.lock:
             log.refresh(services.table)
-            done = log.commits.get(by)
-            if done is not None:
-                return log, done
+            if all(by in log.commits for by in ids):
+                return log
             decision = decide(log, budget)
             seq = log.seq + 1
         admitted = len(decision.delta.admitted)
@@ -133,26 +146,30 @@ def append(
             time.sleep(random.uniform(0, 0.02 * 2**contention))  # noqa: S311 - jitter
             continue
         with log.lock:
-            log.refresh(services.table)  # applies our delta (and any before it)
-        return log, decision.delta
+            if log.seq == seq - 1:
+                log.apply(decision.delta)  # what we wrote: no need to read it back
+            else:
+                log.refresh(services.table)  # applies our delta (and any before it)
+        return log
     raise RetryableError(f"task {task}: the log moved {_MAX_ROUNDS} times under one commit")
 
 
-def commit_bundle(
+def commit_bundles(
     services: CrawlServices,
     run: str,
     task: str,
-    bundle_id: str,
-    pages: Sequence[PageCommit],
+    bundles: Sequence[BundleCommit],
     usage: Usage | None = None,
-) -> list[PageCommit]:
-    """Record this bundle's pages that no other commit recorded, and admit their new links;
-    once per bundle. Returns the bundle's pages, each with the children it admitted (in page
-    order), or ``[]`` if the task is over."""
-    spent = {f"u_{k}": v for k, v in (usage or Usage()).as_dict().items()}
+) -> list[list[PageCommit]]:
+    """Record the pages of ``bundles`` (one task's) that no other commit recorded, and admit
+    their new links, in one log entry; once per bundle. ``usage`` is what this invocation
+    spent besides the bundles' own. Returns each bundle's recorded pages, each with the
+    children it admitted (in page order); all empty if the task is over."""
+    ids = [b.bundle_id for b in bundles]
 
     def decide(log: TaskLog, budget: int | None) -> Decision:
-        mine = _unrecorded(log, pages)
+        pending = [b for b in bundles if b.bundle_id not in log.commits]
+        mine = _unrecorded(log, [page for b in pending for page in b.pages])
         chosen: dict[int, None] = {}
         for page in mine:
             for child in page.children:
@@ -162,18 +179,30 @@ def commit_bundle(
         new = list(chosen)
         admitted = new if budget is None else new[:budget]
         delta = Delta(
-            by=bundle_id,
+            by=",".join(dict.fromkeys(b.bundle_id for b in pending)),
             admitted=admitted,
             skipped=new[len(admitted) :],
             recorded=[(fingerprint(p.ref.url), p.line()) for p in mine],
         )
-        return Decision(delta, _counters(mine, len(admitted), len(new) - len(admitted), spent))
+        spent = sum((b.usage for b in pending), usage or Usage())
+        counters = _counters(mine, len(admitted), len(new) - len(admitted), spent)
+        return Decision(delta, counters)
 
-    outcome = append(services, run, task, bundle_id, decide)
-    if outcome is None:
-        return []
-    _, delta = outcome
-    return _as_committed(delta, pages)
+    log = append(services, run, task, ids, decide)
+    if log is None:
+        return [[] for _ in bundles]
+    # Follow-ups per delta: the bundles one delta committed share its recorded pages and
+    # admitted links, each going to its first page in the bundles' order.
+    by_delta: dict[int, list[int]] = {}
+    for n, bundle in enumerate(bundles):
+        by_delta.setdefault(id(log.commits[bundle.bundle_id]), []).append(n)
+    out: list[list[PageCommit]] = [[] for _ in bundles]
+    for members in by_delta.values():
+        delta = log.commits[bundles[members[0]].bundle_id]
+        pages = [(n, page) for n in members for page in bundles[n].pages]
+        for n, page in _as_committed(delta, pages):
+            out[n].append(page)
+    return out
 
 
 def _unrecorded(log: TaskLog, pages: Sequence[PageCommit]) -> list[PageCommit]:
@@ -186,8 +215,9 @@ def _unrecorded(log: TaskLog, pages: Sequence[PageCommit]) -> list[PageCommit]:
 
 
 def _counters(
-    mine: Sequence[PageCommit], admitted: int, skipped: int, spent: Mapping[str, float]
+    mine: Sequence[PageCommit], admitted: int, skipped: int, usage: Usage
 ) -> dict[str, Any]:
+    spent = {f"u_{k}": v for k, v in usage.as_dict().items()}
     return {
         "claimed": admitted,
         "budget": -admitted,
@@ -203,12 +233,15 @@ def _counters(
     }
 
 
-def _as_committed(delta: Delta, pages: Sequence[PageCommit]) -> list[PageCommit]:
-    """The pages ``delta`` recorded, each with the children ``delta`` admitted."""
+def _as_committed(
+    delta: Delta, pages: Sequence[tuple[int, PageCommit]]
+) -> list[tuple[int, PageCommit]]:
+    """The pages ``delta`` recorded (with their bundle's index), each with the children
+    ``delta`` admitted."""
     recorded = {fp for fp, _ in delta.recorded}
     admitted = set(delta.admitted)
-    mine: list[PageCommit] = []
-    for page in pages:
+    mine: list[tuple[int, PageCommit]] = []
+    for n, page in pages:
         fp = fingerprint(page.ref.url)
         if fp not in recorded:
             continue
@@ -220,5 +253,5 @@ def _as_committed(delta: Delta, pages: Sequence[PageCommit]) -> list[PageCommit]
                 admitted.discard(child_fp)  # each admitted link goes with its first finder
                 children.append(child)
         page.children = children
-        mine.append(page)
+        mine.append((n, page))
     return mine

@@ -83,7 +83,7 @@ def _admit_seeds(services: CrawlServices, run: str, task: str, by: str, urls: li
         new = [fp for fp in fps if fp not in log.seen]
         return Decision(Delta(by=by, admitted=new), {"claimed": len(new), "budget": -len(new)})
 
-    append(services, run, task, by, decide)
+    append(services, run, task, [by], decide)
 
 
 def _seed_urls(

@@ -148,7 +148,7 @@ def _reopen(services: CrawlServices, run: str, task: str, failures: list[Failure
         failed = any(fingerprint(f.url) in log.failed for f in failures)
     if failed:
         by = f"redrive-{uuid.uuid4().hex}"
-        if append(services, run, task, by, decide) is None:
+        if append(services, run, task, [by], decide) is None:
             return []  # the task is finishing: try again once it has finished
     # Waiting to be fetched, and still listed as failed: re-opened now, or by a re-drive that
     # stopped before queueing them (it deletes a failure record once the URL is queued).

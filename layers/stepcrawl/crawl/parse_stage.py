@@ -3,16 +3,24 @@
 Order matters for at-least-once delivery:
 
 1. extract every page;
-2. commit (:func:`~stepcrawl.crawl.commit.commit_bundle`): the task's log records the pages no
+2. commit the invocation's bundles of each task together
+   (:func:`~stepcrawl.crawl.commit.commit_bundles`): the task's log records the pages no
    other commit recorded (a page fetched twice counts once, with the links and items of the
    bundle that recorded it) and admits their links that are new, within the page budget, in
-   one transaction with the counters; a redelivered bundle finds its own commit instead;
-3. write the items of the invocation's bundles as one JSONL part per task, named by the
-   bundles in it (a redelivery of the same bundles writes the same object), and the failure
-   records of their failed pages;
-4. enqueue the admitted links (chunk ids make it idempotent), then advance the task: guard
-   its cost, feed, finish it if complete. A crash anywhere after 2 is finished by the
-   redelivery, which redoes 3 and 4 from the commit.
+   one entry and one transaction with the counters; a redelivered bundle finds its commit
+   instead;
+3. write the items of each task's bundles as one JSONL part, named by the bundles in it (a
+   redelivery of the same bundles writes the same object), and the failure records of their
+   failed pages;
+4. enqueue the admitted links of each task's bundles as one chunk per shard (named by the
+   bundles, so idempotent), then advance the task: guard its cost, feed, finish it if
+   complete. A crash anywhere after 2 is finished by the redelivery, which redoes 3 and 4
+   from the commit.
+
+A redelivery grouped differently (SQS regroups what comes back) redoes the follow-ups of its
+bundles under other names: items are then written twice (readers keep the first copy) and
+links may be queued twice (the fetch stage drops what the log has recorded, and the log
+records a page once), so counts and items stay exact.
 """
 
 from __future__ import annotations
@@ -27,7 +35,7 @@ from typing import Any
 
 from stepcrawl.crawl.accounting import failure_record
 from stepcrawl.crawl.advance import advance_task
-from stepcrawl.crawl.commit import PageCommit, commit_bundle
+from stepcrawl.crawl.commit import BundleCommit, PageCommit, commit_bundles
 from stepcrawl.crawl.context import CrawlServices
 from stepcrawl.crawl.frontier import enqueue
 from stepcrawl.crawl.messages import PageEnvelope, ParseBundle, UrlRef
@@ -53,6 +61,14 @@ class Committed:
     items: list[dict[str, Any]]
 
 
+@dataclass
+class _Extracted:
+    bundle: ParseBundle
+    pipeline: Pipeline
+    pages: list[PageCommit]
+    items: dict[str, list[dict[str, Any]]]
+
+
 def process_bundle(services: CrawlServices, bundle: ParseBundle) -> int:
     """Handle one parse message; returns the number of pages recorded by it."""
     (outcome,) = process_bundles(services, [bundle])
@@ -65,45 +81,68 @@ def process_bundles(
     services: CrawlServices, bundles: Sequence[ParseBundle]
 ) -> list[int | BaseException]:
     """Handle one invocation's parse messages: per bundle, the pages it recorded, or the error
-    that failed it (that message comes back; the others do not). The bundles' items go to one
-    part for the invocation (one S3 PUT, not one per bundle) before any task is advanced, so a
-    finished task's items are all written."""
-    outcomes: list[int | BaseException] = []
-    done: list[Committed] = []
-    for bundle in bundles:
+    that failed it (that message comes back; the others do not: a failed commit fails the
+    bundles of its task only). Each task's bundles are written as one items part before any
+    task is advanced, so a finished task's items are all written."""
+    outcomes: dict[int, int | BaseException] = {}
+    tasks: dict[tuple[str, str], list[tuple[int, _Extracted]]] = {}
+    for n, bundle in enumerate(bundles):
         try:
-            committed = _commit(services, bundle)
+            extracted = _extract_bundle(services, bundle)
         except Exception as error:
             logger.exception("bundle %s of task %s failed", bundle.bundle_id, bundle.task)
-            outcomes.append(error)
+            outcomes[n] = error
             continue
-        done.append(committed)
-        outcomes.append(len(committed.mine))
-    _write_parts(services, done)
+        tasks.setdefault((bundle.run, bundle.task), []).append((n, extracted))
+    groups: list[list[Committed]] = []
+    for (run, task), members in tasks.items():
+        try:
+            mine = commit_bundles(
+                services,
+                run,
+                task,
+                [
+                    BundleCommit(e.bundle.bundle_id, e.pages, e.bundle.usage or Usage())
+                    for _, e in members
+                ],
+                services.meter.take(),
+            )
+        except Exception as error:
+            logger.exception("commit of %d bundles of task %s failed", len(members), task)
+            outcomes.update(dict.fromkeys((n for n, _ in members), error))
+            continue
+        group = []
+        for (n, e), pages in zip(members, mine, strict=True):
+            items = [i for p in pages for i in e.items[p.ref.url]]
+            group.append(Committed(e.bundle, e.pipeline, pages, items))
+            outcomes[n] = len(pages)
+        groups.append(group)
+    for group in groups:
+        _write_part(services, group)
     now = services.clock()
-    for c in done:
-        for page in c.mine:
-            if not page.ok:
-                # What `stepcrawl failures` lists and `redrive` puts back.
-                services.table.put(failure_record(c.bundle.run, c.bundle.task, page, now))
+    for group in groups:
+        first = group[0].bundle
+        for c in group:
+            for page in c.mine:
+                if not page.ok:
+                    # What `stepcrawl failures` lists and `redrive` puts back.
+                    services.table.put(failure_record(first.run, first.task, page, now))
         enqueue(
             services,
-            c.bundle.run,
-            c.bundle.task,
-            [child for page in c.mine for child in page.children],
-            # Discovery order within a depth: the bundle's fetch time leads its chunk key
-            # (carried in the message, so a redelivery rewrites the same chunk).
-            f"{min(e.fetched_at for e in c.bundle.pages)}#{c.bundle.bundle_id}",
+            first.run,
+            first.task,
+            [child for c in group for page in c.mine for child in page.children],
+            # Discovery order within a depth: the bundles' fetch time leads the chunk key
+            # (carried in the messages, so a redelivery rewrites the same chunk).
+            f"{min(e.fetched_at for c in group for e in c.bundle.pages)}#{_name(group)}",
         )
-    advanced: set[tuple[str, str]] = set()
-    for c in done:
-        if (c.bundle.run, c.bundle.task) not in advanced:
-            advanced.add((c.bundle.run, c.bundle.task))
-            advance_task(services, c.pipeline, c.bundle.run, c.bundle.task)
-    return outcomes
+    for group in groups:
+        c = group[0]
+        advance_task(services, c.pipeline, c.bundle.run, c.bundle.task)
+    return [outcomes[n] for n in range(len(bundles))]
 
 
-def _commit(services: CrawlServices, bundle: ParseBundle) -> Committed:
+def _extract_bundle(services: CrawlServices, bundle: ParseBundle) -> _Extracted:
     pipeline = services.registry.get(bundle.pipeline, bundle.version)
     task = pipeline.task(bundle.task)
     if not isinstance(task, CrawlTask):
@@ -115,30 +154,28 @@ def _commit(services: CrawlServices, bundle: ParseBundle) -> Committed:
         page, page_items = _extract(services, task, envelope, max_depth)
         pages.append(page)
         items[envelope.ref.url] = page_items
-    usage = services.meter.take() + (bundle.usage or Usage())
-    mine = commit_bundle(services, bundle.run, bundle.task, bundle.bundle_id, pages, usage)
-    return Committed(bundle, pipeline, mine, [i for p in mine for i in items[p.ref.url]])
+    return _Extracted(bundle, pipeline, pages, items)
 
 
-def _write_parts(services: CrawlServices, done: Sequence[Committed]) -> None:
-    """One items part per task of the invocation, named by the bundles in it: a redelivery
-    of the same bundles writes the same object; one grouped otherwise writes another, and
-    readers keep the first copy of each item."""
-    by_task: dict[tuple[str, str, str], list[Committed]] = {}
-    for c in done:
-        by_task.setdefault((c.bundle.pipeline, c.bundle.run, c.bundle.task), []).append(c)
-    for (pipeline, run, task), group in by_task.items():
-        ids = sorted(c.bundle.bundle_id for c in group)
-        name = (
-            ids[0]
-            if len(ids) == 1
-            else hashlib.blake2b("|".join(ids).encode(), digest_size=12).hexdigest()
-        )
-        items = [item for c in group for item in c.items]
-        if items:
-            body = "".join(json.dumps(i, ensure_ascii=False, default=str) + "\n" for i in items)
-            key = items_part_key(pipeline, run, task, name)
-            services.blobs.put(key, body.encode(), content_type="application/x-ndjson")
+def _name(group: Sequence[Committed]) -> str:
+    """The name of a group of bundles' outputs: the same for the same bundles, however
+    ordered."""
+    ids = sorted({c.bundle.bundle_id for c in group})
+    if len(ids) == 1:
+        return ids[0]
+    return hashlib.blake2b("|".join(ids).encode(), digest_size=12).hexdigest()
+
+
+def _write_part(services: CrawlServices, group: Sequence[Committed]) -> None:
+    """One items part for a task's bundles of the invocation, named by them: a redelivery of
+    the same bundles writes the same object; one grouped otherwise writes another, and readers
+    keep the first copy of each item."""
+    items = [item for c in group for item in c.items]
+    if items:
+        b = group[0].bundle
+        body = "".join(json.dumps(i, ensure_ascii=False, default=str) + "\n" for i in items)
+        key = items_part_key(b.pipeline, b.run, b.task, _name(group))
+        services.blobs.put(key, body.encode(), content_type="application/x-ndjson")
 
 
 def _extract(

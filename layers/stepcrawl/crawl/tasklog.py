@@ -1,8 +1,9 @@
 """A crawl task's URL state as an append-only log: one small delta per commit, no item per URL.
 
-Every change to which URLs a task has seen and recorded is one *delta* (``LOG#<run>#<task>`` /
-sequence), appended with a condition that its sequence is new, in the same transaction as the
-task's counters. A delta holds 8-byte URL fingerprints, packed:
+Every change to which URLs a task has seen and recorded is one *delta*
+(``LOG#<run>#<task>#<stripe>`` / sequence, the stripe being the sequence modulo
+:data:`~stepcrawl.keys.LOG_STRIPES`), appended with a condition that its sequence is new, in
+the same transaction as the task's counters. A delta holds 8-byte URL fingerprints, packed:
 
 - ``adm``: URLs admitted into the frontier (counted in ``claimed``, put in the backlog);
 - ``skp``: URLs seen but not admitted (over the page budget), so never admitted later;
@@ -10,30 +11,34 @@ task's counters. A delta holds 8-byte URL fingerprints, packed:
   line of statistics each (``st``: state, status, class, attempts, bytes, latencies);
 - ``unrec``: URLs re-opened by a re-drive (recorded no more).
 
-and the id of what committed it (``b``: a parse bundle, ``seed``, a drained backlog chunk, a
-re-drive). Each writer decides against the log as far as it has read it and appends the next
-sequence; if another writer appended it first, the condition fails and the writer reads on
-and decides again. So decisions are taken in one order, and each URL is admitted once and
-recorded once, however many fetches or deliveries raced. A commit that finds its own id in the
-log was made before (a redelivery after a crash): it redoes its idempotent follow-ups from it.
+and the ids of what committed it (``b``: the parse bundles of one invocation, comma-separated,
+``seed``, a drained backlog chunk, a re-drive). Each writer decides against the log as far as
+it has read it and appends the next sequence; if another writer appended it first, the
+condition fails and the writer reads on and decides again. So decisions are taken in one
+order, and each URL is admitted once and recorded once, however many fetches or deliveries
+raced. A commit that finds its own id in the log was made before (a redelivery after a crash):
+it redoes its idempotent follow-ups from it.
 
 A container keeps the state of the tasks it served (:class:`TaskLogs`) and reads only the
-deltas after the last one it applied. Fingerprints are 64 bits: the chance that two of ten
+deltas after the last one it applied, by key (their stripes are known), in one batched
+consistent read per round. Fingerprints are 64 bits: the chance that two of ten
 million URLs of one task collide is about 3 in a million.
 """
 
 from __future__ import annotations
 
 import hashlib
+import heapq
 import struct
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 from stepcrawl.crawl.states import UrlState
-from stepcrawl.keys import log_key, log_pk
+from stepcrawl.keys import LOG_STRIPES, log_key, log_pk
 from stepcrawl.storage import Table
+from stepcrawl.storage.table import Item
 
 __all__ = [
     "LOG_TTL",
@@ -42,6 +47,7 @@ __all__ = [
     "TaskLog",
     "TaskLogs",
     "fingerprint",
+    "log_entries",
     "pack",
     "recorded_lines",
     "unpack",
@@ -51,6 +57,11 @@ __all__ = [
 #: Seconds a log entry is kept (DynamoDB TTL): longer than the longest task timeout (365 days),
 #: so a task's log outlives the task and its re-drives; a million pages keep ~50 MB.
 LOG_TTL: Final = 366 * 86400
+#: Most entries read in one round of :meth:`TaskLog.refresh` (BatchGetItem takes 100 keys).
+_MAX_PROBE: Final = 100
+#: Most entries a refresh asks for in its first round. A key asked for and not there costs a
+#: read unit, like a small entry found; a reader far behind doubles its rounds instead.
+_FIRST_PROBE: Final = 8
 
 
 def fingerprint(url: str) -> int:
@@ -112,11 +123,14 @@ class PageLine:
 class Delta:
     """One entry of the log (see the module docstring)."""
 
-    by: str
+    by: str  # the committers' ids, comma-separated (see :meth:`ids`)
     admitted: list[int] = field(default_factory=list)
     skipped: list[int] = field(default_factory=list)
     recorded: list[tuple[int, PageLine]] = field(default_factory=list)
     reopened: list[int] = field(default_factory=list)
+
+    def ids(self) -> list[str]:
+        return self.by.split(",")
 
     def item(self, run: str, task: str, seq: int, now: float) -> dict[str, Any]:
         pk, sk = log_key(run, task, seq)
@@ -164,6 +178,8 @@ class TaskLog:
     #: commit id -> its delta (a redelivered commit redoes its follow-ups from it)
     commits: dict[str, Delta] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    #: entries the next refresh asks for at once: what the last one found, plus one
+    probe: int = field(default=_FIRST_PROBE, repr=False, compare=False)
 
     def apply(self, delta: Delta) -> None:
         self.seen.update(delta.admitted)
@@ -178,21 +194,38 @@ class TaskLog:
         for fp in delta.reopened:
             self.recorded.pop(fp, None)
             self.failed.discard(fp)
-        self.commits[delta.by] = delta
+        for by in delta.ids():
+            self.commits[by] = delta
         self.seq += 1
 
     def refresh(self, table: Table) -> TaskLog:
-        """Read and apply the deltas appended since ``seq`` (a consistent query)."""
-        items = table.query(
-            log_pk(self.run, self.task),
-            sk_after=log_key(self.run, self.task, self.seq)[1],
-            consistent=True,
-        )
-        for item in items:
-            if int(item["sk"]) != self.seq + 1:
-                break  # a gap cannot be: sequences are appended one by one
-            self.apply(Delta.of(item))
-        return self
+        """Read and apply the deltas appended since ``seq``: consistent batched reads of the
+        next sequences by key, until one is missing (sequences are appended one by one, so
+        the first missing one is the end)."""
+        found_in_all = 0
+        while True:
+            probe = max(1, min(_MAX_PROBE, self.probe))
+            keys = [log_key(self.run, self.task, self.seq + n) for n in range(1, probe + 1)]
+            items = table.batch_get(keys, consistent=True)
+            applied = 0
+            for key in keys:
+                item = items.get(key)
+                if item is None:
+                    break
+                self.apply(Delta.of(item))
+                applied += 1
+            found_in_all += applied
+            if applied < probe:
+                # Ask next time for as many as this refresh found, plus the one that ends it.
+                self.probe = min(found_in_all + 1, _FIRST_PROBE)
+                return self
+            self.probe = probe * 2  # behind by more than a round: read faster
+
+
+def log_entries(table: Table, run: str, task: str) -> Iterator[Item]:
+    """Every entry of the task's log, in sequence order (one query per stripe)."""
+    stripes = [table.query(log_pk(run, task, s), consistent=True) for s in range(LOG_STRIPES)]
+    return heapq.merge(*stripes, key=lambda item: str(item["sk"]))
 
 
 class TaskLogs:
@@ -220,7 +253,7 @@ def recorded_lines(table: Table, run: str, task: str) -> Sequence[PageLine]:
     """The line of every page recorded now (the last recording of a re-driven page), in
     commit order: what reports read."""
     lines: dict[int, PageLine] = {}
-    for item in table.query(log_pk(run, task), consistent=True):
+    for item in log_entries(table, run, task):
         delta = Delta.of(item)
         for fp, line in delta.recorded:
             lines.pop(fp, None)
@@ -234,7 +267,7 @@ def url_states(table: Table, run: str, task: str) -> dict[int, str]:
     """Every URL the task has seen, by fingerprint: ``pending`` (admitted, not recorded yet),
     ``done``, ``failed`` or ``skipped`` (over the page budget, or drained by the cost guard)."""
     states: dict[int, str] = {}
-    for item in table.query(log_pk(run, task), consistent=True):
+    for item in log_entries(table, run, task):
         delta = Delta.of(item)
         states.update(dict.fromkeys(delta.admitted, UrlState.PENDING))
         states.update(dict.fromkeys(delta.skipped, UrlState.SKIPPED))

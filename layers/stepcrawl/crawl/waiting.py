@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from stepcrawl.breaker import BreakerBook, BreakerConfig
+from stepcrawl.crawl.frontier import chunk_entries
 from stepcrawl.crawl.hosts import HostView
 from stepcrawl.extract.urls import url_host
 from stepcrawl.keys import backlog_pk, shard_key
@@ -51,7 +52,7 @@ def waiting_urls(
         if not chunks:
             continue
         hosts = HostView.of(table.get(shard_key(run, task, shard), consistent=True))
-        entries = [e for c in chunks for e in c["urls"]]
+        entries = [e for c in chunks for e in chunk_entries(c)]
         states = breakers.states({url_host(e["u"]) for e in entries})
         for entry in entries:
             host = url_host(entry["u"])

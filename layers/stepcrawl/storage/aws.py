@@ -52,6 +52,7 @@ from stepcrawl.storage.table import (
     AnyOf,
     Cond,
     Condition,
+    Item,
     Key,
     TransactionConflict,
     Write,
@@ -60,7 +61,6 @@ from stepcrawl.storage.table import (
 
 __all__ = ["DynamoBatchWriter", "DynamoTable", "S3BlobStore", "SfnTokens", "SqsQueue"]
 
-Item = dict[str, Any]
 _serializer = TypeSerializer()
 _deserializer = TypeDeserializer()
 

@@ -11,6 +11,7 @@ from stepcrawl.errors import RequestRejectedError
 from stepcrawl.storage.meter import Meter, item_size, read_units, write_units
 from stepcrawl.storage.table import (
     Condition,
+    Item,
     Key,
     TransactionConflict,
     Write,
@@ -18,8 +19,6 @@ from stepcrawl.storage.table import (
 )
 
 __all__ = ["MemoryTable"]
-
-Item = dict[str, Any]
 
 
 MAX_ITEM_BYTES = 400 * 1024
