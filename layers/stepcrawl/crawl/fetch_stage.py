@@ -1,6 +1,7 @@
 """The fetch stage: fetch a batch of URLs concurrently and hand the outcomes to parse.
 
-URLs already recorded (a duplicate feed) are skipped after one batched read. A transient or
+A URL twice in a batch is fetched once; the task's log is not read here (a duplicate delivery
+costs a fetch; its commit records nothing). A transient or
 throttled failure goes back to the fetch queue with the next attempt number and a backoff
 delay (full jitter, or the server's Retry-After), until the task's ``max_attempts``; then it
 travels to parse as a failure, so that every URL is recorded in one place, the commit.
@@ -101,7 +102,7 @@ async def process_fetch_batch(
         task = pipeline.task(task_id)
         if not isinstance(task, CrawlTask):
             raise FatalError(f"task {task_id} of {pipeline_name} is not a crawl task")
-        todo = _still_pending(services, run, task_id, group)
+        todo = _unique(group)
         hosts = read_hosts(services, run, task_id, [m.shard for m in todo])
         breakers = services.breaker.states({url_host(m.ref.url) for m in todo})
         give_up_after = pipeline.settings_for(task.id).politeness.give_up_after
@@ -218,19 +219,17 @@ async def _learn_crawl_delays(
             note_crawl_delay(services, message.run, message.task, message.shard, host, seconds)
 
 
-def _still_pending(
-    services: CrawlServices, run: str, task: str, messages: Sequence[FetchMessage]
-) -> list[FetchMessage]:
-    """The messages whose URL the task's log has admitted and not recorded (a duplicate feed
-    or delivery of a recorded URL is dropped before it costs a fetch)."""
-    log = services.task_logs.get(run, task)
-    with log.lock:
-        log.refresh(services.table)
-        unique: dict[int, FetchMessage] = {}
-        for message in messages:
-            fp = fingerprint(message.ref.url)
-            if fp in log.seen and fp not in log.recorded:
-                unique.setdefault(fp, message)
+def _unique(messages: Sequence[FetchMessage]) -> list[FetchMessage]:
+    """One message per URL of the batch.
+
+    The log is not read here: every fetch container reading every entry of it was the log's
+    largest read load, growing with the containers (docs/performance.md, "How far one
+    deployment goes"). A URL delivered again after it was recorded costs one more fetch, and
+    its commit records nothing (the log records a page once).
+    """
+    unique: dict[int, FetchMessage] = {}
+    for message in messages:
+        unique.setdefault(fingerprint(message.ref.url), message)
     return list(unique.values())
 
 
