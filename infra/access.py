@@ -2,16 +2,23 @@
 
 | worker   | table | bucket                                       | send to       | machines      |
 |----------|-------|----------------------------------------------|---------------|---------------|
-| dispatch | rw    | rw+delete ``items/``, ``quarantine/`` and    | fetch (feed)  | task response |
-|          |       | each S3 load target's prefix                 |               |               |
+| dispatch | rw    | rw+delete ``items/``, ``quarantine/`` and    | fetch (feed), | task response |
+|          |       | each S3 load target's prefix                 | control       |               |
 | fetch    | rw    | put ``bodies/``                              | fetch, parse  | -             |
-| parse    | rw    | get ``bodies/``; put+delete ``items/``       | fetch (feed)  | task response |
-| sweeper  | rw    | -                                            | fetch (feed)  | task response |
+| parse    | rw    | get ``bodies/``; put+delete ``items/``       | fetch, control| task response |
+| sweeper  | rw    | -                                            | fetch, control| task response |
+| scaler   | rw    | -                                            | -             | -             |
 
-plus, for dispatch, write access to the DynamoDB tables that deployed load tasks name
-(imported by name: ``Table.from_table_name(...).grant_write_data``). Receiving from its own
-queue is granted by the event-source mapping. ``grant_send_messages`` also allows
-``sqs:GetQueueAttributes``, which the feeder needs to read the fetch queue's depth.
+plus, for the scaler, ``sqs:GetQueueAttributes`` on the fetch and parse queues,
+``lambda:GetEventSourceMapping``/``UpdateEventSourceMapping`` on those two mappings only, and
+``cloudwatch:GetMetricStatistics`` (which takes no resource: cdk-nag's finding is acknowledged
+in :mod:`infra.nag`); and, for dispatch, write access to the DynamoDB tables that deployed
+load tasks name (imported by name: ``Table.from_table_name(...).grant_write_data``).
+Receiving from its own queue is granted by the event-source mapping. ``grant_send_messages``
+also allows ``sqs:GetQueueAttributes``, which the feeder needs to read the fetch queue's depth.
+
+"control": a task admitted when another gives its ``parallelism`` slot back is handed to
+dispatch through the control queue (an ETL stage needs dispatch's timeout).
 
 The bucket prefixes come from :mod:`stepcrawl.crawl.paths` (the functions that build the
 keys), so a layout change there moves the grants with it. ``grant_task_response`` is scoped to
@@ -25,6 +32,7 @@ from collections.abc import Sequence
 
 from aws_cdk import Annotations
 from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
@@ -80,6 +88,7 @@ class WorkerAccess(Construct):
         for pattern in self.dispatch_patterns:
             bucket.grant_read_write(dispatch, pattern)  # includes s3:DeleteObject*
         queues.fetch.queue.grant_send_messages(dispatch)
+        queues.control.queue.grant_send_messages(dispatch)
         for machine in machines:
             machine.grant_task_response(dispatch)
         self.load_tables = sorted({t for s in sources for t in s.load_tables()})
@@ -99,6 +108,7 @@ class WorkerAccess(Construct):
         bucket.grant_put(parse, ITEMS)
         bucket.grant_delete(parse, ITEMS)
         queues.fetch.queue.grant_send_messages(parse)
+        queues.control.queue.grant_send_messages(parse)
         for machine in machines:
             machine.grant_task_response(parse)
 
@@ -106,8 +116,26 @@ class WorkerAccess(Construct):
         sweeper = workers.sweeper
         table.grant_read_write_data(sweeper)
         queues.fetch.queue.grant_send_messages(sweeper)
+        queues.control.queue.grant_send_messages(sweeper)
         for machine in machines:
             machine.grant_task_response(sweeper)
+
+        # scaler: reads the queues and the functions' metrics, sets the two mappings.
+        scaler = workers.scaler
+        table.grant_read_write_data(scaler)
+        for queue in (queues.fetch.queue, queues.parse.queue):
+            queue.grant(scaler, "sqs:GetQueueAttributes")
+        iam.Grant.add_to_principal(
+            grantee=scaler,
+            actions=["lambda:GetEventSourceMapping", "lambda:UpdateEventSourceMapping"],
+            resource_arns=[
+                workers.fetch_mapping.event_source_mapping_arn,
+                workers.parse_mapping.event_source_mapping_arn,
+            ],
+        )
+        iam.Grant.add_to_principal(
+            grantee=scaler, actions=["cloudwatch:GetMetricStatistics"], resource_arns=["*"]
+        )
 
     def _load_patterns(self, sources: Sequence[PipelineSource]) -> list[str]:
         patterns = []

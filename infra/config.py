@@ -20,6 +20,7 @@ from pydantic import ValidationError
 
 from infra.retention import RETENTION_BY_DAYS
 from stepcrawl.crawl.context import DEPLOYED_SETTINGS, CrawlConfig
+from stepcrawl.scaling import ScalerSettings
 
 __all__ = [
     "DEFAULTS",
@@ -43,6 +44,7 @@ DEFAULTS: Final[Mapping[str, Any]] = {
     "fetch_max_concurrency": 10,
     "parse_max_concurrency": 5,
     "alert_webhook_secrets": [],
+    "scaler": {},
     **{name: CrawlConfig.model_fields[name].default for name in DEPLOYED_SETTINGS},
 }
 
@@ -99,6 +101,21 @@ def _engine(values: dict[str, Any]) -> CrawlConfig:
         raise ContextError(f"context {key}: {values[key]!r}: {first['msg']}") from None
 
 
+def _scaler(raw: Any) -> ScalerSettings:
+    try:
+        data = json.loads(raw) if isinstance(raw, str) else raw  # -c scaler='{...}' is a string
+    except ValueError as bad:
+        raise ContextError(f"context scaler: {raw!r} is not JSON ({bad})") from None
+    if not isinstance(data, dict):
+        raise ContextError(f"context scaler: {raw!r} must be an object of scaler settings")
+    try:
+        return ScalerSettings.model_validate(data)
+    except ValidationError as invalid:
+        first = invalid.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "scaler"
+        raise ContextError(f"context scaler.{where}: {first['msg']}") from None
+
+
 @dataclass(frozen=True)
 class StackConfig:
     """What one deployment (one stage) is built with."""
@@ -111,6 +128,9 @@ class StackConfig:
     parse_max_concurrency: int = DEFAULTS["parse_max_concurrency"]
     #: The crawl engine's deployable settings (passed to the functions' environment).
     engine: CrawlConfig = field(default_factory=CrawlConfig)
+    #: The scaler's thresholds (``scaler`` context: an object of :class:`ScalerSettings`
+    #: fields; docs/scaling.md).
+    scaler: ScalerSettings = field(default_factory=ScalerSettings)
     #: Accepted and validated, not used yet: no notifier function exists (alerting issue).
     alert_webhook_secrets: tuple[str, ...] = ()
 
@@ -159,5 +179,6 @@ class StackConfig:
                 "parse_max_concurrency", value("parse_max_concurrency"), low, high
             ),
             engine=_engine({name: value(name) for name in DEPLOYED_SETTINGS}),
+            scaler=_scaler(value("scaler")),
             alert_webhook_secrets=_secrets(value("alert_webhook_secrets")),
         )

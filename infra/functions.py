@@ -7,10 +7,11 @@ tracing, Powertools settings, and the stepcrawl environment (names from
 group's write grant and, elsewhere (:mod:`infra.access`), the grants its work needs.
 
 dispatch, fetch and parse each consume one queue through an event-source mapping with
-partial batch responses and a ``MaximumConcurrency`` bound (context; the scaler will adjust it
-at run time). The sweeper runs every minute from EventBridge Scheduler: it feeds starved
-shards, heartbeats running crawl tasks and answers a token whose finisher died, so a crawl
-cannot hang on a lost message.
+partial batch responses and a starting ``MaximumConcurrency`` (context), which the scaler sets
+from then on for fetch and parse. The sweeper and the scaler run every minute from EventBridge
+Scheduler: the sweeper feeds starved shards, heartbeats running crawl tasks and answers a token
+whose finisher died, so a crawl cannot hang on a lost message; the scaler sets fetch's and
+parse's concurrency and the feed window (docs/scaling.md).
 """
 
 from __future__ import annotations
@@ -34,18 +35,25 @@ from infra.storage import Storage
 from stepcrawl.functions_spec import FUNCTION_MEMORY_MB
 from stepcrawl.names import (
     ENV_BUCKET,
+    ENV_CONTROL_QUEUE_URL,
+    ENV_FETCH_MAPPING,
     ENV_FETCH_QUEUE_URL,
+    ENV_PARSE_MAPPING,
     ENV_PARSE_QUEUE_URL,
     ENV_PIPELINES_DIR,
+    ENV_SCALER,
     ENV_TABLE,
     METRICS_NAMESPACE,
 )
+from stepcrawl.scaling.scaler import SCALER_FUNCTION
 
 __all__ = [
     "DISPATCH",
     "FETCH",
     "FUNCTIONS_DIR",
     "PARSE",
+    "SCALER",
+    "SCALE_RATE",
     "SWEEPER",
     "SWEEP_RATE",
     "StepcrawlFunction",
@@ -84,6 +92,12 @@ PARSE: Final = WorkerSpec("parse", Duration.minutes(1), FUNCTION_MEMORY_MB["pars
 #: Every running crawl task once per minute; a sweep never needs longer than its period.
 SWEEPER: Final = WorkerSpec("sweeper", Duration.minutes(1), FUNCTION_MEMORY_MB["sweeper"])
 SWEEP_RATE: Final = "rate(1 minute)"
+#: The scaler decides once a minute (its settings' ``tick``): Lambda's own metrics and the
+#: functions' EMF metrics arrive at one-minute resolution.
+SCALER: Final = WorkerSpec(
+    SCALER_FUNCTION, Duration.minutes(1), FUNCTION_MEMORY_MB[SCALER_FUNCTION]
+)
+SCALE_RATE: Final = "rate(1 minute)"
 
 
 class StepcrawlFunction(Construct):
@@ -143,7 +157,7 @@ class StepcrawlFunction(Construct):
 
 
 class Workers(Construct):
-    """dispatch, fetch and parse, each fed by its queue, and the scheduled sweeper."""
+    """dispatch, fetch and parse, each fed by its queue, and the scheduled sweeper and scaler."""
 
     def __init__(
         self,
@@ -163,49 +177,78 @@ class Workers(Construct):
             ENV_BUCKET: storage.bucket.bucket_name,
             ENV_FETCH_QUEUE_URL: queues.fetch.queue.queue_url,
             ENV_PARSE_QUEUE_URL: queues.parse.queue.queue_url,
+            ENV_CONTROL_QUEUE_URL: queues.control.queue.queue_url,
             ENV_PIPELINES_DIR: pipelines_dir,
             **config.engine.to_env(),
         }
 
-        def function(spec: WorkerSpec) -> lambda_.Function:
+        def function(spec: WorkerSpec, extra: dict[str, str] | None = None) -> lambda_.Function:
             return StepcrawlFunction(
                 self,
                 spec.name.capitalize(),
                 spec=spec,
                 config=config,
-                environment=environment,
+                environment={**environment, **(extra or {})},
                 layers=layers,
             ).function
 
-        def worker(spec: WorkerSpec, queue: WorkQueue, max_concurrency: int) -> lambda_.Function:
-            made = function(spec)
-            # Also grants the function sqs:ReceiveMessage/DeleteMessage/... on this queue.
-            made.add_event_source(
-                sources.SqsEventSource(
-                    queue.queue,
-                    batch_size=spec.batch_size,
-                    max_batching_window=spec.batching_window,
-                    max_concurrency=max_concurrency,
-                    report_batch_item_failures=True,
-                )
+        def every(
+            spec: WorkerSpec, target: lambda_.Function, rate: str, description: str
+        ) -> scheduler.Schedule:
+            """``target`` on ``rate``, never retried (the next run is the retry)."""
+            target.configure_async_invoke(retry_attempts=0)
+            return scheduler.Schedule(
+                self,
+                f"{spec.name.capitalize()}Schedule",
+                schedule_name=spec.name,
+                schedule_group=schedule_group,
+                description=description,
+                schedule=scheduler.ScheduleExpression.expression(rate),
+                target=targets.LambdaInvoke(
+                    target, retry_attempts=0, max_event_age=Duration.minutes(1)
+                ),
             )
-            return made
 
-        self.dispatch = worker(DISPATCH, queues.control, config.dispatch_max_concurrency)
-        self.fetch = worker(FETCH, queues.fetch, config.fetch_max_concurrency)
-        self.parse = worker(PARSE, queues.parse, config.parse_max_concurrency)
+        def worker(
+            spec: WorkerSpec, queue: WorkQueue, max_concurrency: int
+        ) -> tuple[lambda_.Function, sources.SqsEventSource]:
+            made = function(spec)
+            source = sources.SqsEventSource(
+                queue.queue,
+                batch_size=spec.batch_size,
+                max_batching_window=spec.batching_window,
+                max_concurrency=max_concurrency,
+                report_batch_item_failures=True,
+            )
+            # Also grants the function sqs:ReceiveMessage/DeleteMessage/... on this queue.
+            made.add_event_source(source)
+            return made, source
 
-        self.sweeper = function(SWEEPER)
+        self.dispatch, _ = worker(DISPATCH, queues.control, config.dispatch_max_concurrency)
+        self.fetch, self.fetch_mapping = worker(FETCH, queues.fetch, config.fetch_max_concurrency)
+        self.parse, self.parse_mapping = worker(PARSE, queues.parse, config.parse_max_concurrency)
+
         # A failed or late sweep is not retried: the next one is a minute away.
-        self.sweeper.configure_async_invoke(retry_attempts=0)
-        self.sweep_schedule = scheduler.Schedule(
-            self,
-            "SweepSchedule",
-            schedule_name="sweeper",
-            schedule_group=schedule_group,
-            description="stepcrawl sweeper: feed starved shards, heartbeat and finish crawls",
-            schedule=scheduler.ScheduleExpression.expression(SWEEP_RATE),
-            target=targets.LambdaInvoke(
-                self.sweeper, retry_attempts=0, max_event_age=Duration.minutes(1)
-            ),
+        self.sweeper = function(SWEEPER)
+        self.sweep_schedule = every(
+            SWEEPER,
+            self.sweeper,
+            SWEEP_RATE,
+            "stepcrawl sweeper: feed starved shards, heartbeat and finish crawls",
+        )
+
+        self.scaler = function(
+            SCALER,
+            {
+                ENV_FETCH_MAPPING: self.fetch_mapping.event_source_mapping_id,
+                ENV_PARSE_MAPPING: self.parse_mapping.event_source_mapping_id,
+                ENV_SCALER: config.scaler.model_dump_json(),
+            },
+        )
+        # A late tick is worthless: the next one, a minute away, measures afresh.
+        self.scale_schedule = every(
+            SCALER,
+            self.scaler,
+            SCALE_RATE,
+            "stepcrawl scaler: fetch and parse concurrency and the feed window",
         )

@@ -25,6 +25,11 @@ XRAY_REASON = (
     "xray:PutTraceSegments and xray:PutTelemetryRecords (added by active tracing) do not "
     "support resource-level permissions; AWS requires Resource '*'."
 )
+SCALER_REASON = (
+    XRAY_REASON + " cloudwatch:GetMetricStatistics has no resource-level permission either: "
+    "the scaler reads the functions' metrics with it (its Lambda actions are scoped to the "
+    "two event source mappings)."
+)
 SFN_SERVICE_REASON = (
     "Added by CDK for the state machine's logging and tracing: the CloudWatch Logs delivery "
     "actions (logs:CreateLogDelivery, ...) and the X-Ray actions do not support resource-level "
@@ -69,7 +74,13 @@ def acknowledge_reviewed_findings(stack: StepcrawlStack) -> None:
         )
     )
     workers = stack.workers
-    for function in (workers.dispatch, workers.fetch, workers.parse, workers.sweeper):
+    for function in (
+        workers.dispatch,
+        workers.fetch,
+        workers.parse,
+        workers.sweeper,
+        workers.scaler,
+    ):
         Validations.of(function).acknowledge(
             Acknowledgment(
                 id=f"{PACK}::{PACK}-L1",
@@ -80,18 +91,20 @@ def acknowledge_reviewed_findings(stack: StepcrawlStack) -> None:
                 ),
             )
         )
-        _ack(_policy(function.role), "IAM5[Resource::*]", XRAY_REASON)
+        reason = XRAY_REASON if function is not workers.scaler else SCALER_REASON
+        _ack(_policy(function.role), "IAM5[Resource::*]", reason)
 
-    # The scheduler's role for the sweeper is a stack-level singleton of the L2 target; the
-    # acknowledgment sits on the stack but names the exact finding (the sweeper's ARN).
-    sweeper = stack.workers.sweeper.node.default_child
-    assert isinstance(sweeper, CfnElement)
-    _ack(
-        stack,
-        f"IAM5[Resource::<{stack.resolve(stack.get_logical_id(sweeper))}.Arn>:*]",
-        "lambda:InvokeFunction for the sweeper's schedule: the LambdaInvoke target grants the "
-        "function and its versions/aliases (<arn>:*); one function, nothing else.",
-    )
+    # The scheduler's role for the sweeper and the scaler is a stack-level singleton of the L2
+    # target; the acknowledgment sits on the stack but names the exact findings (their ARNs).
+    for name, scheduled in (("sweeper", workers.sweeper), ("scaler", workers.scaler)):
+        cfn = scheduled.node.default_child
+        assert isinstance(cfn, CfnElement)
+        _ack(
+            stack,
+            f"IAM5[Resource::<{stack.resolve(stack.get_logical_id(cfn))}.Arn>:*]",
+            f"lambda:InvokeFunction for the {name}'s schedule: the LambdaInvoke target grants "
+            "the function and its versions/aliases (<arn>:*); one function, nothing else.",
+        )
 
     bucket_resource = stack.storage.bucket.node.default_child
     assert isinstance(bucket_resource, CfnElement)

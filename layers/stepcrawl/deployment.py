@@ -24,6 +24,7 @@ from typing import Any
 import boto3
 from botocore.exceptions import ClientError
 
+from stepcrawl.crawl.admission import WAITING_ON_PARALLELISM, waiting_tasks
 from stepcrawl.crawl.context import CrawlConfig, CrawlServices, PipelineRegistry
 from stepcrawl.crawl.items import output_items
 from stepcrawl.errors import ConfigError
@@ -100,10 +101,12 @@ class TaskStatus:
 
     id: str
     type: str
-    state: str = "pending"  # pending | running | succeeded | failed
+    state: str = "pending"  # pending | waiting | running | succeeded | failed
     started: datetime | None = None
     ended: datetime | None = None
     counters: dict[str, Any] = field(default_factory=dict)
+    #: What a ``waiting`` task waits for (``parallelism``: a slot of its run).
+    waiting_on: str | None = None
 
     @property
     def seconds(self) -> float | None:
@@ -299,6 +302,10 @@ class Deployment:
             if task.type == "crawl":
                 record = table.get(task_key(run, task.id), consistent=False)
                 task.counters = dict(record or {})
+        for waiting in waiting_tasks(table, run):
+            if waiting in tasks and tasks[waiting].state == "running":
+                tasks[waiting].state = "waiting"
+                tasks[waiting].waiting_on = WAITING_ON_PARALLELISM
         return RunStatus(
             run=run,
             pipeline=pipeline,

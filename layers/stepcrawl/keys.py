@@ -10,6 +10,10 @@
 | running task      | ``RUNNING``                     | ``<run>#<task>``           |
 | host breaker      | ``BREAKER#<host>``              | ``B``                      |
 | pipeline-run lock | ``PIPELINE#<pipeline>``         | ``RUNLOCK``                |
+| scaler state      | ``SCALER#<function>``           | ``S``                      |
+| run's task slots  | ``ADMIT#<run>``                 | ``SLOTS``                  |
+| task admission    | ``ADMIT#<run>``                 | ``Q#<task>``               |
+| admitting run     | ``ADMITTING``                   | ``<run>``                  |
 
 There is no item per URL: a task's URL state is its log (:mod:`stepcrawl.crawl.tasklog`), one
 sequence whose entries are spread over :data:`LOG_STRIPES` partitions by sequence number
@@ -21,6 +25,13 @@ run's partition they added up with the task records (docs/performance.md). The t
 one run share the run's partition, so that one query lists a run's tasks. The run lock is
 written by the state machine itself (a DynamoDB ``putItem`` task state), so its key is also
 compiled into every definition.
+
+A run's admission items (:mod:`stepcrawl.crawl.admission`: the slot counter that enforces the
+pipeline's ``parallelism`` and one entry per task that asked to start) share a partition of
+their own, apart from the task records, which every commit writes: they take a few writes per
+task start and finish, and one query reads a run's whole queue. ``ADMITTING`` lists the runs
+that have tasks waiting or holding a slot, for the periodic sweep (as ``RUNNING`` lists the
+running crawl tasks).
 """
 
 from __future__ import annotations
@@ -31,11 +42,17 @@ from typing import Final
 from stepcrawl.storage.table import Key
 
 __all__ = [
+    "ADMITTING_PK",
+    "ADMIT_PREFIX",
     "LEASE_SK",
     "LOG_STRIPES",
     "RUNNING_PK",
     "RUN_LOCK_SK",
+    "SLOTS_SK",
     "TASK_PREFIX",
+    "admission_key",
+    "admission_pk",
+    "admitting_key",
     "backlog_pk",
     "breaker_key",
     "failure_key",
@@ -47,7 +64,9 @@ __all__ = [
     "run_lock_key",
     "run_pk",
     "running_key",
+    "scaler_key",
     "shard_key",
+    "slots_key",
     "task_key",
     "url_hash",
 ]
@@ -65,6 +84,13 @@ LEASE_SK: Final = "LEASE"
 #: keep each stripe under a tenth of a partition's write limit at 10,000 pages/s per task.
 LOG_STRIPES: Final = 8
 _BREAKER_SK: Final = "B"
+_SCALER_SK: Final = "S"
+#: Partition listing the runs with tasks waiting for, or holding, a slot (the sweep walks it).
+ADMITTING_PK: Final = "ADMITTING"
+#: Sort key of a run's slot counter (partition key: :func:`admission_pk`).
+SLOTS_SK: Final = "SLOTS"
+#: Sort-key prefix of a run's task admission entries (``Q#<task>``).
+ADMIT_PREFIX: Final = "Q#"
 
 
 def url_hash(url: str) -> str:
@@ -125,3 +151,26 @@ def pipeline_pk(pipeline: str) -> str:
 
 def run_lock_key(pipeline: str) -> Key:
     return (pipeline_pk(pipeline), RUN_LOCK_SK)
+
+
+def admission_pk(run: str) -> str:
+    """Partition of a run's slot counter and task admission entries."""
+    return f"ADMIT#{run}"
+
+
+def slots_key(run: str) -> Key:
+    return (admission_pk(run), SLOTS_SK)
+
+
+def admission_key(run: str, task: str) -> Key:
+    return (admission_pk(run), f"{ADMIT_PREFIX}{task}")
+
+
+def admitting_key(run: str) -> Key:
+    return (ADMITTING_PK, run)
+
+
+def scaler_key(function: str) -> Key:
+    """The scaler's state for one function's mapping: what it remembers between ticks, the
+    concurrency it set and (fetch) the feed window."""
+    return (f"SCALER#{function}", _SCALER_SK)

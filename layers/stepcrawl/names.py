@@ -12,10 +12,14 @@ __all__ = [
     "CANCELLED_ERROR",
     "CONTROL_MESSAGE_VERSION",
     "ENV_BUCKET",
+    "ENV_CONTROL_QUEUE_URL",
     "ENV_FETCH_CONCURRENCY",
+    "ENV_FETCH_MAPPING",
     "ENV_FETCH_QUEUE_URL",
+    "ENV_PARSE_MAPPING",
     "ENV_PARSE_QUEUE_URL",
     "ENV_PIPELINES_DIR",
+    "ENV_SCALER",
     "ENV_SHARDS",
     "ENV_TABLE",
     "ENV_WINDOW",
@@ -24,10 +28,15 @@ __all__ = [
     "METRICS_NAMESPACE",
     "METRIC_BREAKER_TRANSITIONS",
     "METRIC_BUNDLES",
+    "METRIC_CONCURRENCY",
+    "METRIC_FEED_WINDOW",
+    "METRIC_FETCH_ERRORS",
+    "METRIC_FETCH_THROTTLED",
     "METRIC_ITEMS",
     "METRIC_PAGES_FAILED",
     "METRIC_PAGES_FETCHED",
     "METRIC_PAGES_RECORDED",
+    "METRIC_SCALER_DECISIONS",
     "OUTPUT_BUCKET_NAME",
     "OUTPUT_CONTROL_DLQ_URL",
     "OUTPUT_CONTROL_QUEUE_URL",
@@ -78,11 +87,19 @@ def error_name(error: BaseException) -> str:
 ENV_TABLE: Final = "STEPCRAWL_TABLE"
 ENV_BUCKET: Final = "STEPCRAWL_BUCKET"
 ENV_FETCH_QUEUE_URL: Final = "STEPCRAWL_FETCH_QUEUE_URL"
+#: Where a task admitted outside dispatch (a finished task gave its slot back) is handed to
+#: dispatch, which has the timeout an ETL stage needs.
+ENV_CONTROL_QUEUE_URL: Final = "STEPCRAWL_CONTROL_QUEUE_URL"
 ENV_PARSE_QUEUE_URL: Final = "STEPCRAWL_PARSE_QUEUE_URL"
 ENV_PIPELINES_DIR: Final = "STEPCRAWL_PIPELINES_DIR"
 ENV_SHARDS: Final = "STEPCRAWL_SHARDS"
 ENV_WINDOW: Final = "STEPCRAWL_WINDOW"
 ENV_FETCH_CONCURRENCY: Final = "STEPCRAWL_FETCH_CONCURRENCY"
+#: The scaler's thresholds (:class:`stepcrawl.scaling.ScalerSettings` as JSON).
+ENV_SCALER: Final = "STEPCRAWL_SCALER"
+#: The event source mappings the scaler sets (their UUIDs).
+ENV_FETCH_MAPPING: Final = "STEPCRAWL_FETCH_MAPPING"
+ENV_PARSE_MAPPING: Final = "STEPCRAWL_PARSE_MAPPING"
 
 # CloudWatch metrics (EMF through Powertools).
 METRICS_NAMESPACE: Final = "stepcrawl"
@@ -92,6 +109,15 @@ METRIC_PAGES_RECORDED: Final = "PagesRecorded"
 METRIC_ITEMS: Final = "Items"
 METRIC_BUNDLES: Final = "ParseBundles"
 METRIC_BREAKER_TRANSITIONS: Final = "BreakerTransitions"
+#: Fetches answered 429/503 or with Retry-After, and fetches that failed transiently (5xx,
+#: timeouts, connection errors): the target's health, which the scaler backs off from.
+METRIC_FETCH_THROTTLED: Final = "FetchThrottled"
+METRIC_FETCH_ERRORS: Final = "FetchErrors"
+#: The scaler's output per function (dimension ``function``): the MaximumConcurrency it set,
+#: its decisions (dimension ``direction``: up, down, hold) and the feed window.
+METRIC_CONCURRENCY: Final = "MaximumConcurrency"
+METRIC_SCALER_DECISIONS: Final = "ScalerDecisions"
+METRIC_FEED_WINDOW: Final = "FeedWindow"
 
 # CloudFormation outputs of the stack: infra/stack.py declares them, every client of a
 # deployment (stepcrawl.deployment, local mode's report) finds the resources by them.

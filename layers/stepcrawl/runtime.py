@@ -18,6 +18,7 @@ from stepcrawl.errors import ConfigError
 from stepcrawl.fetch import Fetcher
 from stepcrawl.names import (
     ENV_BUCKET,
+    ENV_CONTROL_QUEUE_URL,
     ENV_FETCH_QUEUE_URL,
     ENV_PARSE_QUEUE_URL,
     ENV_PIPELINES_DIR,
@@ -124,6 +125,11 @@ def _services() -> CrawlServices:
         config=config,
         table_writers=lambda table: DynamoBatchWriter(table, meter=meter),
         metric=_powertools_metric,
+        control_queue=(
+            SqsQueue(os.environ[ENV_CONTROL_QUEUE_URL], meter=meter)
+            if os.environ.get(ENV_CONTROL_QUEUE_URL)
+            else None
+        ),
     )
 
 

@@ -90,6 +90,11 @@ def test_command_line_strings_are_parsed(tmp_path: Any) -> None:
         ("fetch_concurrency", True, "expected an integer"),
         ("alert_webhook_secrets", [""], "list of Secrets Manager"),
         ("alert_webhook_secrets", {"a": 1}, "list of Secrets Manager"),
+        ("scaler", {"level_low": 0.9}, "level_low must be below level_high"),
+        ("scaler", {"qps_high": -1}, "scaler.qps_high"),
+        ("scaler", {"tick": 60, "bogus": 1}, "scaler.bogus"),
+        ("scaler", "{not json", "is not JSON"),
+        ("scaler", [1], "must be an object"),
     ],
 )
 def test_invalid_values_name_the_key(key: str, value: Any, message: str) -> None:

@@ -18,6 +18,7 @@ from stepcrawl import names
 from stepcrawl.compiler import compile_pipeline, definition_json, substitute
 from stepcrawl.names import (
     ENV_BUCKET,
+    ENV_CONTROL_QUEUE_URL,
     ENV_FETCH_CONCURRENCY,
     ENV_FETCH_QUEUE_URL,
     ENV_PARSE_QUEUE_URL,
@@ -242,11 +243,13 @@ def test_function_shared_defaults(default, spec) -> None:
     table = default.logical_id(default.stack.storage.table)
     fetch_queue = default.logical_id(default.stack.queues.fetch.queue)
     parse_queue = default.logical_id(default.stack.queues.parse.queue)
+    control_queue = default.logical_id(default.stack.queues.control.queue)
     assert props["Environment"]["Variables"] == {
         ENV_TABLE: {"Ref": table},
         ENV_BUCKET: {"Ref": bucket},
         ENV_FETCH_QUEUE_URL: {"Ref": fetch_queue},
         ENV_PARSE_QUEUE_URL: {"Ref": parse_queue},
+        ENV_CONTROL_QUEUE_URL: {"Ref": control_queue},
         ENV_PIPELINES_DIR: PIPELINES_MOUNT,
         ENV_SHARDS: "4",
         ENV_WINDOW: "256",
@@ -445,7 +448,7 @@ def test_schedules_in_the_stage_group_with_time_zone(default) -> None:
         for name, path in PIPELINES.items()
         if load_pipeline(path).schedule is not None
     }
-    assert sorted(schedules) == sorted([*scheduled, "sweeper"])
+    assert sorted(schedules) == sorted([*scheduled, "sweeper", "scaler"])
     for name, schedule in scheduled.items():
         assert schedule is not None
         props = schedules[name]
@@ -492,11 +495,13 @@ def test_dispatch_grants(default) -> None:
     for action in ("s3:GetObject*", "s3:PutObject", "s3:DeleteObject*", "s3:List*"):
         assert (action, f"<{bucket}.Arn>/items/*") in pairs
     assert not any(BODIES in r for _, r in pairs)
-    # Table read/write, fetch queue send (feeding), control queue consume; not parse.
+    # Table read/write, fetch queue send (feeding), control queue consume and send (a task
+    # admitted by another's end); not parse.
     assert ("dynamodb:UpdateItem", f"<{table}.Arn>") in pairs
     assert ("dynamodb:Query", f"<{table}.Arn>") in pairs
     assert ("sqs:SendMessage", f"<{fetch}.Arn>") in pairs
     assert ("sqs:ReceiveMessage", f"<{control}.Arn>") in pairs
+    assert ("sqs:SendMessage", f"<{control}.Arn>") in pairs
     assert not any(f"<{parse}.Arn>" == r for _, r in pairs)
     # Task responses on every state machine, and nothing else of Step Functions.
     machines = {
@@ -550,9 +555,13 @@ def test_parse_reads_bodies_and_writes_items_only(default) -> None:
     assert ("s3:GetObject*", items) not in objects
     parse = default.logical_id(stack.queues.parse.queue)
     fetch = default.logical_id(stack.queues.fetch.queue)
+    control = default.logical_id(stack.queues.control.queue)
     assert ("sqs:SendMessage", f"<{fetch}.Arn>") in pairs
     assert ("sqs:SendMessage", f"<{parse}.Arn>") not in pairs
     assert ("sqs:ReceiveMessage", f"<{parse}.Arn>") in pairs
+    # A task a finished crawl admits is handed to dispatch (docs/pipelines.md, parallelism).
+    assert ("sqs:SendMessage", f"<{control}.Arn>") in pairs
+    assert ("sqs:ReceiveMessage", f"<{control}.Arn>") not in pairs
     assert {a for a, _ in pairs if a.startswith("states:")} == {
         "states:SendTaskSuccess",
         "states:SendTaskFailure",
@@ -565,10 +574,12 @@ def test_sweeper_feeds_and_answers_tokens_only(default) -> None:
     pairs = allowed(default, role_of(default, stack.workers.sweeper))
     table = default.logical_id(stack.storage.table)
     fetch = default.logical_id(stack.queues.fetch.queue)
+    control = default.logical_id(stack.queues.control.queue)
     assert ("dynamodb:Query", f"<{table}.Arn>") in pairs
     assert ("dynamodb:UpdateItem", f"<{table}.Arn>") in pairs
     assert ("sqs:SendMessage", f"<{fetch}.Arn>") in pairs
-    assert {r for a, r in pairs if a.startswith("sqs:")} == {f"<{fetch}.Arn>"}
+    assert ("sqs:SendMessage", f"<{control}.Arn>") in pairs
+    assert {r for a, r in pairs if a.startswith("sqs:")} == {f"<{fetch}.Arn>", f"<{control}.Arn>"}
     assert not any(a.startswith("s3:") for a, _ in pairs)
     assert {a for a, _ in pairs if a.startswith("states:")} == {
         "states:SendTaskSuccess",
@@ -676,8 +687,8 @@ def test_no_pipelines_still_deploys_the_workers(synthesize, tmp_path: Path) -> N
     empty = synthesize(stage="empty", pipelines_dir=str(tmp_path))
     assert not empty.resources("AWS::StepFunctions::StateMachine")
     schedules = empty.resources("AWS::Scheduler::Schedule").values()
-    assert [s["Properties"]["Name"] for s in schedules] == ["sweeper"]
-    assert len(empty.resources("AWS::Lambda::Function")) == 4
+    assert sorted(s["Properties"]["Name"] for s in schedules) == ["scaler", "sweeper"]
+    assert len(empty.resources("AWS::Lambda::Function")) == 5
 
 
 def test_variant_names_carry_the_stage(variant) -> None:

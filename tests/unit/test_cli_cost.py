@@ -39,7 +39,7 @@ def test_prices_a_report_in_a_table_printed_whole(report: Path) -> None:
     for service in (*SERVICES, "total"):
         assert f"│ {service} " in result.output
     # The hand-computed total of tests/unit/test_cost_model.py; the caption is not cut.
-    assert "3.231" in result.output
+    assert "3.232" in result.output
     assert str(report) in result.output
     assert "100 pages/s, X-Ray 5% + 1/s" in result.output
     assert "…" not in result.output

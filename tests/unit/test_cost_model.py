@@ -42,7 +42,13 @@ DEFAULTS = Assumptions()
 
 
 def test_the_defaults_are_the_stacks_and_the_stated_ones() -> None:
-    assert DEFAULTS.memory_mb == {"dispatch": 1024, "fetch": 512, "parse": 1024, "sweeper": 512}
+    assert DEFAULTS.memory_mb == {
+        "dispatch": 1024,
+        "fetch": 512,
+        "parse": 1024,
+        "sweeper": 512,
+        "scaler": 256,
+    }
     assert dict(FUNCTION_MEMORY_MB) == DEFAULTS.memory_mb
     assert DEFAULTS.fetch_in_flight == CrawlConfig().fetch_concurrency
     assert (DEFAULTS.remote_latency_ms, DEFAULTS.pages_per_second) == (500.0, 100.0)
@@ -53,10 +59,10 @@ def test_every_service_against_hand_computed_figures() -> None:
     priced = estimate(COUNTS, DEFAULTS)
     usage, dollars = priced.usage_per_page, priced.usd_per_million_pages
 
-    # Lambda. The sweeper, modeled: one sweep a minute at 100 pages/s = 1/6000 per page,
-    # 200 ms each at 512 MB.
-    sweeps = 1 / (60 * 100)
-    assert usage["lambda_requests"] == pytest.approx(0.001 + 0.05 + 0.05 + sweeps)
+    # Lambda. The sweeper and the scaler, modeled: one run a minute each at 100 pages/s =
+    # 1/6000 per page; the sweeper 200 ms at 512 MB, the scaler 300 ms at 256 MB.
+    sweeps = ticks = 1 / (60 * 100)
+    assert usage["lambda_requests"] == pytest.approx(0.001 + 0.05 + 0.05 + sweeps + ticks)
     # A fetch invocation carries 1/0.05 = 20 pages (< 32 in flight): it waits 500 ms for
     # 20 pages, 25 ms per page, at 512 MB.
     gb_seconds = (
@@ -64,12 +70,13 @@ def test_every_service_against_hand_computed_figures() -> None:
         + 1.0 / 1000 * 0.5  # fetch's own work, 512 MB
         + 2.0 / 1000 * 1.0  # parse, 1024 MB
         + sweeps * 200 / 1000 * 0.5  # sweeper, 512 MB
+        + ticks * 300 / 1000 * 0.25  # scaler, 256 MB
         + 25 / 1000 * 0.5  # fetch waiting on the network
     )
     assert usage["lambda_gb_seconds"] == pytest.approx(gb_seconds)  # 0.0150267
     assert dollars["lambda"] == pytest.approx(
-        (0.001 + 0.05 + 0.05 + sweeps) * 0.20 + gb_seconds * 13.3334
-    )  # 0.2206
+        (0.001 + 0.05 + 0.05 + sweeps + ticks) * 0.20 + gb_seconds * 13.3334
+    )  # 0.2208
 
     # DynamoDB: 2 WU at $0.625/M, 1 RU at $0.125/M.
     assert dollars["dynamodb"] == pytest.approx(2 * 0.625 + 1 * 0.125)  # 1.375
@@ -86,14 +93,15 @@ def test_every_service_against_hand_computed_figures() -> None:
     assert usage["metric_hours"] == pytest.approx(2 / 360_000)
     assert dollars["cloudwatch_metrics"] == pytest.approx(2 / 360_000 * 0.30 / 730 * 1e6)
     # X-Ray, per second at 100 pages/s: dispatch 0.1 invocations (all in the reservoir),
-    # fetch and parse 5 each (1 + 5% of 4 = 1.2), the sweeper 1/60: traced per page / 100.
-    traces = (0.1 + 1.2 + 1.2 + 1 / 60) / 100
-    assert usage["xray_traces_recorded"] == pytest.approx(traces)  # 0.0251667
+    # fetch and parse 5 each (1 + 5% of 4 = 1.2), the sweeper and the scaler 1/60 each:
+    # traced per page / 100.
+    traces = (0.1 + 1.2 + 1.2 + 1 / 60 + 1 / 60) / 100
+    assert usage["xray_traces_recorded"] == pytest.approx(traces)  # 0.0253333
     assert dollars["xray"] == pytest.approx(traces * 5.0)
 
     assert priced.total_per_million_pages == pytest.approx(sum(dollars.values()))
-    # 0.2206 + 1.375 + 0.2808 + 0.5 + 0.25 + 0.4768 + 0.0023 + 0.1258
-    assert priced.total_per_million_pages == pytest.approx(3.2313, abs=0.0001)
+    # 0.2208 + 1.375 + 0.2808 + 0.5 + 0.25 + 0.4768 + 0.0023 + 0.1267
+    assert priced.total_per_million_pages == pytest.approx(3.2323, abs=0.0001)
 
 
 def test_per_run_costs_spread_over_the_pages_per_run() -> None:
@@ -110,13 +118,14 @@ def test_fewer_requests_in_flight_bill_a_longer_wait() -> None:
 
 
 def test_a_measured_sweeper_replaces_the_modeled_one() -> None:
-    measured = replace(COUNTS, functions={**COUNTS.functions, "sweeper": FunctionCounts(0.0, 0.0)})
+    idle = FunctionCounts(0.0, 0.0)
+    measured = replace(COUNTS, functions={**COUNTS.functions, "sweeper": idle, "scaler": idle})
     assert estimate(measured).usage_per_page["lambda_requests"] == pytest.approx(0.101)
 
 
 def test_a_function_without_a_memory_size_is_refused() -> None:
-    odd = replace(COUNTS, functions={"scaler": FunctionCounts(1.0, 1.0)})
-    with pytest.raises(ValueError, match="scaler"):
+    odd = replace(COUNTS, functions={"notifier": FunctionCounts(1.0, 1.0)})
+    with pytest.raises(ValueError, match="notifier"):
         estimate(odd)
 
 

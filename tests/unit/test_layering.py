@@ -18,6 +18,7 @@ AWS_ADAPTERS = {
     "local/in_process.py",
     "local/report.py",
     "local/moto_patches.py",
+    "scaling/aws.py",
 }
 AWS_ADAPTER_PACKAGES = ("local/lambda_runtime/",)
 #: Modules that may import moto: the emulator and its patches.

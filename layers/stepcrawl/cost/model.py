@@ -8,9 +8,11 @@ memory sizes, the remote sites' latency, the throughput on AWS, X-Ray's sampling
 
 Per page, with ``p`` pages per second and ``GB_f`` a function's memory in GB (MB / 1024):
 
-- Lambda requests: ``Σ invocations_f + sweeps``, ``sweeps = 1 / (sweep_every_s · p)`` (the
-  sweeper runs on a schedule, whatever the pages; it is modeled unless measured).
+- Lambda requests: ``Σ invocations_f + sweeps + ticks``, ``sweeps = 1 / (sweep_every_s · p)``
+  and ``ticks = 1 / (scale_every_s · p)`` (the sweeper and the scaler run on a schedule,
+  whatever the pages; each is modeled unless measured).
 - Lambda GB-seconds: ``Σ ms_f / 1000 · GB_f + sweeps · sweeper_ms / 1000 · GB_sweeper
+  + ticks · scaler_ms / 1000 · GB_scaler
   + wait / 1000 · GB_fetch``: a fetch invocation is billed while it waits on the network,
   ``wait = remote_latency_ms / in_flight`` per page, where ``in_flight`` is the smaller of
   ``fetch_in_flight`` (the deployment's fetch concurrency) and the pages one fetch invocation
@@ -57,6 +59,7 @@ __all__ = [
 #: Functions fed by an SQS event-source mapping (the sweeper runs on a schedule).
 QUEUE_FED: Final = ("dispatch", "fetch", "parse")
 SWEEPER: Final = "sweeper"
+SCALER: Final = "scaler"
 #: The services of an estimate, in the order they are shown.
 SERVICES: Final = (
     "lambda",
@@ -162,6 +165,10 @@ class Assumptions:
     xray_retrieved_share: float = 0.0
     sweep_every_s: float = 60.0
     sweeper_ms: float = 200.0
+    #: The scaler's tick and duration (a dozen AWS API calls; its CloudWatch reads cost
+    #: ~$0.01 per 1,000, ~$0.17 a day, not modeled).
+    scale_every_s: float = 60.0
+    scaler_ms: float = 300.0
     #: The event-source mapping's ReceiveMessage and DeleteMessageBatch per invocation.
     sqs_requests_per_invocation: float = 2.0
     prices: Prices = PRICES
@@ -208,9 +215,11 @@ def estimate(counts: Counts, assumptions: Assumptions | None = None) -> Estimate
     prices = a.prices
     rate = a.pages_per_second
     functions = dict(counts.functions)
-    if SWEEPER not in functions:  # modeled from its schedule unless measured
-        sweeps = 1 / (a.sweep_every_s * rate)
-        functions[SWEEPER] = FunctionCounts(sweeps, sweeps * a.sweeper_ms)
+    scheduled = ((SWEEPER, a.sweep_every_s, a.sweeper_ms), (SCALER, a.scale_every_s, a.scaler_ms))
+    for name, every, ms in scheduled:
+        if name not in functions:  # modeled from its schedule unless measured
+            runs = 1 / (every * rate)
+            functions[name] = FunctionCounts(runs, runs * ms)
     unknown = sorted(set(functions) - set(a.memory_mb))
     if unknown:
         raise ValueError(f"no memory size for function(s) {', '.join(unknown)}")

@@ -6,14 +6,17 @@ allowed by ``max_pages``) and totals. They change only together with the task's 
 (:mod:`stepcrawl.crawl.commit`), in one transaction per commit, so they count each URL once
 however often a bundle is delivered or a page fetched. ``claimed == finished`` holds exactly
 when every admitted URL is recorded, and the one caller whose conditional update flips
-``running -> finishing`` answers the task token.
+``running -> finishing`` answers the task token. Once answered, the task gives its run's slot
+back (:mod:`stepcrawl.crawl.admission`) and the next waiting task is admitted and started.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Any, Final
 
+from stepcrawl.crawl.admission import release
 from stepcrawl.crawl.commit import PageCommit
 from stepcrawl.crawl.context import CrawlServices
 from stepcrawl.crawl.states import TaskState
@@ -31,6 +34,8 @@ __all__ = [
     "maybe_finish",
     "task_summary",
 ]
+
+logger = logging.getLogger("stepcrawl.accounting")
 
 #: The id of the log's first entry: the seeds a task starts from.
 SEED_COMMIT: Final = "seed"
@@ -126,7 +131,9 @@ def maybe_finish(services: CrawlServices, run: str, task: str, max_error_ratio: 
 
     The winner moves the record to ``finishing`` before answering; if it dies in between, the
     next caller (a redelivery, or the periodic sweep) finds ``finishing`` and answers again,
-    which Step Functions takes at most once per token.
+    which Step Functions takes at most once per token. After the answer the task's slot is
+    given back and the next task admitted; if the caller dies before, the sweep of admissions
+    sees the ended record and does both.
     """
     key = task_key(run, task)
     record = services.table.get(key, consistent=True)
@@ -166,7 +173,20 @@ def maybe_finish(services: CrawlServices, run: str, task: str, max_error_ratio: 
         key, set={"status": final}, condition=Cond("status", "eq", TaskState.FINISHING)
     )
     services.table.delete(running_key(run, task))
+    if release(services, run, task):
+        _admit_next(services, run)
     return True
+
+
+def _admit_next(services: CrawlServices, run: str) -> None:
+    """Start the run's next waiting task in the slot just freed. Not this caller's work to
+    fail over: if it fails, the sweep of admissions completes it."""
+    from stepcrawl.crawl.dispatch import admit_next  # noqa: PLC0415 - dispatch imports this module
+
+    try:
+        admit_next(services, run)
+    except Exception:
+        logger.exception("admitting the next task of run %s failed; the sweep will", run)
 
 
 def task_summary(record: dict[str, Any]) -> dict[str, Any]:

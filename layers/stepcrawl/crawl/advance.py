@@ -2,24 +2,34 @@
 
 Seeding (dispatch), each committed bundle (parse), a re-drive and the periodic sweep all end
 with the same three steps, in this order, so there is one place that decides them.
+
+Feeding stays within the task's share of the window (:mod:`stepcrawl.crawl.fairness`). When
+the share stopped it and the window still has room, the room is handed to another running
+task with work: a task with nothing in flight has no commits of its own to feed it, and
+would otherwise wait for the sweep (a minute) while the window stays part empty.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 from stepcrawl.crawl.accounting import maybe_finish
 from stepcrawl.crawl.budget import drain_backlog, over_budget
 from stepcrawl.crawl.context import CrawlServices
-from stepcrawl.crawl.frontier import feed_all_shards
+from stepcrawl.crawl.fairness import RunningTask, handover_candidates
+from stepcrawl.crawl.frontier import feed_task
+from stepcrawl.errors import StepcrawlError
 from stepcrawl.pipeline import Pipeline
 
 __all__ = ["Advance", "advance_task"]
 
+logger = logging.getLogger("stepcrawl.advance")
+
 
 @dataclass(frozen=True)
 class Advance:
-    sent: int  # URLs sent to the fetch queue
+    sent: int  # URLs sent to the fetch queue (for this task; handed-over room not included)
     skipped: int  # URLs of the backlog skipped (the task stopped at its cost limit)
     finished: bool  # this call answered the task's token
 
@@ -31,13 +41,41 @@ def advance_task(services: CrawlServices, pipeline: Pipeline, run: str, task: st
     if limit is not None and over_budget(services, run, task, limit):
         skipped = drain_backlog(services, run, task)
     else:
-        sent = feed_all_shards(
+        fed = feed_task(
             services,
             pipeline=pipeline.name,
             version=pipeline.version_hash(),
             run=run,
             task=task,
             politeness=settings.politeness,
+            priority=pipeline.task(task).priority,
         )
+        sent = fed.sent
+        if fed.capped and fed.free > 0:
+            for other in handover_candidates(services, run, task):
+                _hand_over(services, other)
     finished = maybe_finish(services, run, task, settings.limits.max_error_ratio)
     return Advance(sent=sent, skipped=skipped, finished=finished)
+
+
+def _hand_over(services: CrawlServices, other: RunningTask) -> int:
+    """Feed another task within its own share (never one stopped at its cost limit: its own
+    advance drains it). Its failures are its own: they must not fail this task's commit."""
+    try:
+        pipeline = services.registry.get(other.pipeline, other.version)
+        settings = pipeline.settings_for(other.task)
+        limit = settings.limits.max_cost_usd
+        if limit is not None and over_budget(services, other.run, other.task, limit):
+            return 0
+        return feed_task(
+            services,
+            pipeline=other.pipeline,
+            version=other.version,
+            run=other.run,
+            task=other.task,
+            politeness=settings.politeness,
+            priority=other.priority,
+        ).sent
+    except StepcrawlError:
+        logger.exception("handing the window over to %s/%s failed", other.run, other.task)
+        return 0

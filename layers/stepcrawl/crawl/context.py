@@ -20,6 +20,7 @@ from stepcrawl.crawl.tasklog import TaskLogs
 from stepcrawl.errors import ConfigError
 from stepcrawl.names import ENV_FETCH_CONCURRENCY, ENV_SHARDS, ENV_WINDOW
 from stepcrawl.pipeline import Pipeline, load_pipeline
+from stepcrawl.scaling.scaler import FeedWindow
 from stepcrawl.storage import BlobStore, Meter, Queue, Table, TableWriter
 
 __all__ = [
@@ -160,6 +161,9 @@ class CrawlServices:
     table_writers: Callable[[str], TableWriter] | None = None
     #: The task logs this container has read (each read on from where it stopped).
     task_logs: TaskLogs = field(default_factory=TaskLogs)
+    #: The control queue, to hand an admitted ETL task to dispatch (None: run it in place,
+    #: as the in-memory runner does).
+    control_queue: Queue | None = None
     #: Count a metric (name, value); on Lambda, CloudWatch through Powertools' EMF.
     metric: Callable[[str, float], None] = field(default=lambda _name, _value: None)
 
@@ -167,6 +171,12 @@ class CrawlServices:
     def breaker(self) -> BreakerBook:
         """The per-host circuit breakers (shared by every Lambda through the table)."""
         return BreakerBook(self.table, self.config.breaker, self.clock)
+
+    @cached_property
+    def window(self) -> FeedWindow:
+        """URLs allowed in the fetch queue at once: ``window()`` is the scaler's feed window
+        (docs/scaling.md), or the deployed ``config.window`` while no scaler has set one."""
+        return FeedWindow(self.table, self.config.window, self.clock)
 
     def table_writer(self, table: str) -> TableWriter:
         """The writer for a load task's DynamoDB table."""

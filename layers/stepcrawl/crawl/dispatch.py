@@ -1,16 +1,22 @@
 """The dispatch stage: a task token arrives from the state machine; start the task.
 
+Every task first takes one of its run's ``parallelism`` slots (:mod:`stepcrawl.crawl.admission`):
+it registers, and the tasks of the run that wait are admitted by ``(priority, id)`` while slots
+are free, each started by whoever admitted it. A task not admitted yet waits, its token
+unanswered, until a task that ends gives its slot back and admits it.
+
 A crawl task creates its task record and its log's first entry (admitting the seeds) in one
 transaction, queues the seeds and feeds the frontier; the task token is answered later, by the
 commit that records its last URL. The same control message delivered twice finds the record and
 only makes sure the seeds are queued. ETL tasks run their stage here and answer the token at
-once.
+once, holding their slot meanwhile.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
+from stepcrawl.crawl import admission
 from stepcrawl.crawl.accounting import SEED_COMMIT, create_task_record
 from stepcrawl.crawl.advance import advance_task
 from stepcrawl.crawl.commit import Decision, append
@@ -18,28 +24,71 @@ from stepcrawl.crawl.context import CrawlServices
 from stepcrawl.crawl.frontier import enqueue
 from stepcrawl.crawl.items import task_items
 from stepcrawl.crawl.messages import ControlMessage, UrlRef
-from stepcrawl.crawl.states import TaskState
+from stepcrawl.crawl.states import AdmissionState, TaskState
 from stepcrawl.crawl.tasklog import Delta, TaskLog, fingerprint
 from stepcrawl.extract.urls import canonical_url
 from stepcrawl.keys import task_key
 from stepcrawl.pipeline import CrawlTask, Pipeline
+from stepcrawl.storage import OutMessage
 
-__all__ = ["SEED_CHUNK", "handle_control", "start_crawl"]
+__all__ = [
+    "SEED_CHUNK",
+    "admit_next",
+    "hand_over",
+    "handle_control",
+    "start_admitted",
+    "start_crawl",
+]
 
 #: Seeds admitted per log entry (8 bytes each: well under DynamoDB's 400 KB item limit).
 SEED_CHUNK = 40_000
 
 
 def handle_control(services: CrawlServices, message: ControlMessage) -> None:
-    """Start the task a control message names."""
+    """Register the task a control message names, then admit and start the run's waiting
+    tasks while slots are free, by priority: this one, or a more urgent one that waited."""
+    # The pipeline first: a message naming one not deployed here registers nothing.
+    services.registry.get(message.pipeline, message.pipeline_version).task(message.task_id)
+    run, task = message.run_id, message.task_id
+    fresh = admission.register(services, message)
+    if task in admission.pump(services, run, start_admitted, own=task) or fresh:
+        return  # started here, waiting, or admitted (and started) by another caller just now
+    # A redelivered message: its task may have been admitted by a call that died before the
+    # start completed. Starting again is idempotent; a released task has been answered.
+    entry = admission.read_queue(services.table, run).entries.get(task)
+    if entry is not None and entry.state == AdmissionState.ADMITTED:
+        start_admitted(services, message)
+        admit_next(services, run)  # an ETL stage has given its slot back
+
+
+def start_admitted(services: CrawlServices, message: ControlMessage) -> None:
+    """Start a task that holds a slot: seed a crawl (its finisher gives the slot back), or run
+    an ETL stage to its answer (which gives the slot back)."""
     pipeline = services.registry.get(message.pipeline, message.pipeline_version)
     task = pipeline.task(message.task_id)
     if isinstance(task, CrawlTask):
         start_crawl(services, pipeline, task, message)
+        admission.mark_started(services, message.run_id, task.id)
     else:
         from stepcrawl.crawl.stages import run_stage  # noqa: PLC0415 - ETL only when needed
 
         run_stage(services, pipeline, task, message)
+
+
+def hand_over(services: CrawlServices, message: ControlMessage) -> None:
+    """Start a task admitted outside dispatch (by a crawl's finisher, or the sweep): a crawl
+    here (seeding is quick), an ETL stage in dispatch, whose timeout stages need: its control
+    message goes back to the control queue, where dispatch finds the task admitted and runs
+    it. Without a control queue (the in-memory runner) the stage runs here."""
+    if services.control_queue is None or message.task_type == "crawl":
+        start_admitted(services, message)
+    else:
+        services.control_queue.send_batch([OutMessage(message.model_dump_json())])
+
+
+def admit_next(services: CrawlServices, run: str) -> list[str]:
+    """After a slot was given back: admit and start the run's next waiting tasks."""
+    return admission.pump(services, run, hand_over)
 
 
 def start_crawl(

@@ -19,7 +19,7 @@ from typing import Any
 from stepcrawl.crawl.accounting import mark_running
 from stepcrawl.crawl.commit import Decision, append
 from stepcrawl.crawl.context import CrawlServices
-from stepcrawl.crawl.frontier import enqueue, feed_all_shards
+from stepcrawl.crawl.frontier import enqueue, feed_task
 from stepcrawl.crawl.messages import UrlRef
 from stepcrawl.crawl.states import TaskState
 from stepcrawl.crawl.tasklog import Delta, TaskLog, fingerprint
@@ -114,7 +114,7 @@ def redrive(services: CrawlServices, run: str, failures: Iterable[Failure]) -> i
         mark_running(
             services, run=run, task=task_id, pipeline=pipeline.name, version=pipeline.version_hash()
         )
-        feed_all_shards(
+        feed_task(
             services,
             pipeline=pipeline.name,
             version=pipeline.version_hash(),

@@ -30,7 +30,12 @@ from stepcrawl.extract.urls import url_host
 from stepcrawl.fetch import FetchPolicy, FetchResult
 from stepcrawl.fetch.policy import normalize_domain
 from stepcrawl.keys import url_hash
-from stepcrawl.names import METRIC_BREAKER_TRANSITIONS
+from stepcrawl.names import (
+    METRIC_BREAKER_TRANSITIONS,
+    METRIC_FETCH_ERRORS,
+    METRIC_FETCH_THROTTLED,
+    METRIC_PAGES_FETCHED,
+)
 from stepcrawl.pipeline import CrawlTask, Pipeline
 from stepcrawl.storage import MAX_SQS_DELAY, OutMessage, Usage
 
@@ -248,6 +253,10 @@ def _outcomes(
     )
     for _ in transitions:
         services.metric(METRIC_BREAKER_TRANSITIONS, 1)
+    # The targets' health per batch, which the scaler reads back (docs/scaling.md).
+    services.metric(METRIC_PAGES_FETCHED, len(outcomes))
+    services.metric(METRIC_FETCH_THROTTLED, sum(o == "throttle" for o in outcomes))
+    services.metric(METRIC_FETCH_ERRORS, sum(o == "transient" for o in outcomes))
     now_s = services.clock()
     now = datetime.now(UTC).isoformat(timespec="seconds")
     envelopes: list[PageEnvelope] = []

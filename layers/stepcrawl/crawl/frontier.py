@@ -7,6 +7,10 @@ shard's lease, spaces each host's requests by the politeness delay (SQS DelaySec
 15 minutes ahead), sends up to the free window, and deletes what it sent. A crash after sending
 re-sends those URLs: the fetch stage skips URLs already recorded, and commits are conditional,
 so duplicates cost a little and change no count.
+
+Running crawl tasks share the window by priority (:mod:`stepcrawl.crawl.fairness`): a task's
+feed sends at most its share of the window minus what it has in flight, and counts what each
+shard sends on the shard's lease item, in the write that releases the lease.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from stepcrawl.crawl.context import CrawlServices
+from stepcrawl.crawl.fairness import allowance, count_back, fed_changes
 from stepcrawl.crawl.hosts import HostSlots, HostView
 from stepcrawl.crawl.messages import FetchMessage, UrlRef
 from stepcrawl.crawl.ring import shard_of
@@ -29,17 +34,22 @@ from stepcrawl.pipeline import Politeness
 from stepcrawl.storage import MAX_SQS_DELAY, OutMessage
 
 __all__ = [
+    "REDRIVE_CHUNK",
+    "Fed",
     "ShardRef",
     "chunk_entries",
     "chunk_item",
     "enqueue",
     "feed",
-    "feed_all_shards",
+    "feed_task",
 ]
 
 FEED_ROUNDS = 4
 LEASE_SKEW = 1.0  # seconds of clock difference between Lambdas a shard lease tolerates
 CHUNK_BYTES = 300_000  # per backlog item, under DynamoDB's 400 KB with room for the key
+#: Chunk ids of re-driven URLs start so (``crawl/failures.py``): their record gave back its
+#: ``finished``, so they count as coming back (see :func:`enqueue`).
+REDRIVE_CHUNK = "redrive-"
 
 
 @dataclass(frozen=True)
@@ -71,20 +81,31 @@ def chunk_entries(chunk: dict[str, Any]) -> list[dict[str, Any]]:
 def enqueue(
     services: CrawlServices, run: str, task: str, refs: Iterable[UrlRef], chunk_id: str
 ) -> set[int]:
-    """Put admitted URLs in their shards' backlogs (idempotent per ``chunk_id``)."""
+    """Put admitted URLs in their shards' backlogs (idempotent per ``chunk_id``).
+
+    A URL that comes back (a retry: attempt > 1, sent before; a re-drive, whose record was
+    taken back) is added to its shard's ``back`` count, so that the window's in-flight count
+    of the task (``fed - back - finished``) stays exact when it is sent again. A repeated
+    call counts again: the estimate then errs low, which only lets the task send a little
+    more.
+    """
     by_shard: dict[tuple[int, int], list[dict[str, Any]]] = {}
+    back: dict[int, int] = {}
     for ref in refs:
         shard = shard_of(url_host(ref.url), services.config.shards)
         entry: dict[str, Any] = {"u": ref.url, "d": ref.depth, "a": ref.attempt}
         if ref.not_before:
             entry["nb"] = ref.not_before
         by_shard.setdefault((shard, ref.depth), []).append(entry)
+        if ref.attempt > 1 or chunk_id.startswith(REDRIVE_CHUNK):
+            back[shard] = back.get(shard, 0) + 1
     for (shard, depth), entries in sorted(by_shard.items()):
         # Bounded chunks: an item must stay under DynamoDB's 400 KB (a sitemap-like page can
         # bring thousands of links).
         for n, part in enumerate(_bounded(entries)):
             pk, sk = backlog_pk(run, task, shard), f"{depth:03d}#{chunk_id}#{n:03d}"
             services.table.put(chunk_item(pk, sk, part))
+    count_back(services, run, task, back)
     return {shard for shard, _ in by_shard}
 
 
@@ -120,7 +141,7 @@ def feed(
     lease has put its chunk by then, and we send it rather than leave it to the sweep.
     """
     if free is None:
-        free = services.config.window - services.fetch_queue.approximate_depth()
+        free = services.window() - services.fetch_queue.approximate_depth()
     where = ShardRef(pipeline, version, run, task, shard)
     total = 0
     for _ in range(FEED_ROUNDS):
@@ -158,7 +179,10 @@ def _feed_once(
     finally:
         # Fenced: if we were taken over, nothing is written and the successor's timing stands.
         # ("host_next" is the unpacked map of earlier versions.)
+        # The window's in-flight count: a plain set is exact under the lease, and a lost
+        # lease writes nothing (the re-sent copies are then the ones counted).
         changes, unset = slots.changes(now)
+        changes.update(fed_changes(lease.item, sent, now))
         lock.release(lease, set=changes, remove=[*hosts.expired(now), *unset, "host_next"])
     return sent
 
@@ -250,7 +274,17 @@ def _fetch_message(where: ShardRef, entry: dict[str, Any]) -> FetchMessage:
     )
 
 
-def feed_all_shards(
+@dataclass(frozen=True)
+class Fed:
+    """What feeding a task did: URLs sent, room left in the window as measured, and whether
+    the task's share (not the window) stopped it."""
+
+    sent: int
+    free: int
+    capped: bool
+
+
+def feed_task(
     services: CrawlServices,
     *,
     pipeline: str,
@@ -258,16 +292,25 @@ def feed_all_shards(
     run: str,
     task: str,
     politeness: Politeness,
-) -> int:
-    """Feed every shard of a task that has a backlog, sharing one measure of the window.
+    priority: int | None = None,
+) -> Fed:
+    """Feed every shard of a task that has a backlog, sharing one measure of the window and
+    the task's allowance (:func:`stepcrawl.crawl.fairness.allowance`: its share of the
+    window minus its URLs in flight). ``priority`` is the task's (looked up if not given).
 
     Called after every commit and by the periodic sweeper: a shard whose feeding was
-    refused (window full, lease held, a stale read) is fed by the next sweep.
+    refused (window full, share used, lease held, a stale read) is fed by the next sweep.
     """
-    free = services.config.window - services.fetch_queue.approximate_depth()
+    free = services.window() - services.fetch_queue.approximate_depth()
+    if free <= 0:
+        return Fed(0, free, capped=False)
+    if priority is None:
+        priority = services.registry.get(pipeline, version).task(task).priority
+    quota = allowance(services, run=run, task=task, priority=priority, free=free)
+    left = quota
     total = 0
     for shard in range(services.config.shards):
-        if free <= 0:
+        if left <= 0:
             break
         sent = feed(
             services,
@@ -277,8 +320,8 @@ def feed_all_shards(
             task=task,
             shard=shard,
             politeness=politeness,
-            free=free,
+            free=left,
         )
         total += sent
-        free -= sent
-    return total
+        left -= sent
+    return Fed(total, free - total, capped=quota < free)

@@ -15,7 +15,7 @@ from stepcrawl.crawl.fetch_stage import BatchFetcher, process_fetch_batch, recor
 from stepcrawl.crawl.messages import ControlMessage, FetchMessage, ParseBundle
 from stepcrawl.crawl.parse_stage import process_bundles
 from stepcrawl.crawl.sweeper import sweep_running
-from stepcrawl.names import MAX_RECEIVE_COUNT, METRIC_PAGES_RECORDED
+from stepcrawl.names import MAX_RECEIVE_COUNT, METRIC_BUNDLES, METRIC_PAGES_RECORDED
 
 __all__ = ["SqsRecord", "dispatch_record", "fetch_records", "parse_records", "run_sweeper"]
 
@@ -74,6 +74,8 @@ def parse_records(services: CrawlServices, records: Sequence[SqsRecord]) -> dict
             failed.append(ident)
         else:
             services.metric(METRIC_PAGES_RECORDED, outcome)
+    # Bundles handled, whatever their outcome: the parse function's drain rate (the scaler).
+    services.metric(METRIC_BUNDLES, len(records))
     return {"batchItemFailures": [{"itemIdentifier": ident} for ident in failed]}
 
 

@@ -6,6 +6,12 @@ objects and answers the token again (Step Functions keeps the first answer). A
 :class:`~stepcrawl.errors.FatalError` (bad data, ``on_error: fail``, too many invalid items)
 or a :class:`~stepcrawl.errors.ConfigError` (a load target that does not exist) fails the
 task; anything else is raised for SQS to redeliver.
+
+A stage runs while its task holds one of the run's ``parallelism`` slots
+(:mod:`stepcrawl.crawl.admission`) and gives it back once the token is answered, not before:
+a crash in between leaves the slot taken and the stage is run again (by the redelivered
+message, or the sweep once its lease lapsed), answering again (Step Functions keeps the first
+answer) and then releasing, once.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from stepcrawl.crawl.admission import release
 from stepcrawl.crawl.context import CrawlServices
 from stepcrawl.crawl.items import task_items
 from stepcrawl.crawl.messages import ControlMessage
@@ -47,7 +54,7 @@ def run_stage(
     task: TransformTask | ValidateTask | LoadTask,
     message: ControlMessage,
 ) -> None:
-    """Run an ETL task to the end and answer its token."""
+    """Run an ETL task to the end, answer its token and give its slot back."""
     run = message.run_id
     try:
         summary = _run(services, pipeline, task, run)
@@ -55,8 +62,9 @@ def run_stage(
         # A ConfigError here is the deployment's or the user's (a load target that does not
         # exist, access denied): a redelivery cannot fix it, so the task fails with its reason.
         services.tokens.fail(message.task_token, error_name(error), str(error))
-        return
-    services.tokens.succeed(message.task_token, summary)
+    else:
+        services.tokens.succeed(message.task_token, summary)
+    release(services, run, task.id)
 
 
 def _run(

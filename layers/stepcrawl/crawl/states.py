@@ -7,13 +7,17 @@
 
     task:  running ──claimed == finished, one caller wins──▶ finishing ──token answered──▶
            succeeded | failed                              failed/succeeded ──redrive──▶ running
+
+    admission (a task of a run and its slot, one way only; see crawl/admission.py):
+           waiting ──a slot is free, first by (priority, id)──▶ admitted ──token answered──▶
+           released
 """
 
 from __future__ import annotations
 
 from enum import StrEnum
 
-__all__ = ["TaskState", "UrlState"]
+__all__ = ["AdmissionState", "TaskState", "UrlState"]
 
 
 class UrlState(StrEnum):
@@ -28,3 +32,12 @@ class TaskState(StrEnum):
     FINISHING = "finishing"
     SUCCEEDED = "succeeded"
     FAILED = "failed"
+
+
+class AdmissionState(StrEnum):
+    """Where a task stands with the run's ``parallelism`` slots. Each step is taken by one
+    conditional write, so a task takes a slot once and gives it back once."""
+
+    WAITING = "waiting"
+    ADMITTED = "admitted"
+    RELEASED = "released"

@@ -5,6 +5,13 @@ it feeds the shards that have a backlog (a feed refused because the window was f
 was held, or a feeder that died holding its lease, is made up here), drains the backlog of a
 task stopped at its cost limit, and calls :func:`~stepcrawl.crawl.accounting.maybe_finish`,
 which sends the task's heartbeat when due and answers a token whose finisher died.
+
+Then it settles every run with tasks waiting for, or holding, one of its ``parallelism`` slots
+(:func:`~stepcrawl.crawl.admission.sweep_admissions`): it gives back the slot of a task whose
+finisher died before doing so, starts again an admitted task whose start did not complete,
+admits waiting tasks into free slots (a caller that freed one and died before admitting the
+next), and heartbeats the waiting tasks, whose task states would otherwise time out on their
+``HeartbeatSeconds``.
 """
 
 from __future__ import annotations
@@ -13,8 +20,10 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from stepcrawl.crawl.admission import sweep_admissions
 from stepcrawl.crawl.advance import advance_task
 from stepcrawl.crawl.context import CrawlServices
+from stepcrawl.crawl.dispatch import hand_over
 from stepcrawl.errors import StepcrawlError
 from stepcrawl.keys import RUNNING_PK
 
@@ -29,10 +38,13 @@ class SweepReport:
     sent: int = 0
     finished: int = 0
     errors: int = 0
+    #: Tasks admitted into free slots or started again, and heartbeats sent to waiting ones.
+    admitted: int = 0
+    heartbeats: int = 0
 
 
 def sweep_running(services: CrawlServices) -> SweepReport:
-    """Sweep every running crawl task once."""
+    """Sweep every running crawl task once, then the admissions of every run."""
     report = SweepReport()
     for entry in _by_priority(services, services.table.query(RUNNING_PK, consistent=True)):
         report.tasks += 1
@@ -46,6 +58,10 @@ def sweep_running(services: CrawlServices) -> SweepReport:
             # One broken task (e.g. its pipeline version is gone) must not stop the others.
             report.errors += 1
             logger.exception("sweeping %s/%s failed", run, task)
+    admissions = sweep_admissions(services, hand_over)
+    report.admitted = admissions.started
+    report.heartbeats = admissions.heartbeats
+    report.errors += admissions.errors
     return report
 
 

@@ -32,7 +32,7 @@ import warnings
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from pathlib import Path
-from typing import IO, Any, TextIO
+from typing import IO, Any, Final, TextIO
 
 from stepcrawl.deployment import Deployment, RunStatus, stack_name
 from stepcrawl.errors import ConfigError
@@ -49,12 +49,17 @@ from stepcrawl.local.scheduler import (
 from stepcrawl.local.ttl import TtlReaper, ttl_attributes
 from stepcrawl.names import ENV_PIPELINES_DIR
 from stepcrawl.runtime import close_containers
+from stepcrawl.scaling.scaler import SCALER_FUNCTION as SCALER
 
-__all__ = ["LOCAL_STAGE", "LocalCloud", "MappingConcurrency", "synthesize"]
+__all__ = ["LOCAL_SCALE_EVERY", "LOCAL_STAGE", "LocalCloud", "MappingConcurrency", "synthesize"]
+
+log = logging.getLogger(__name__)
 
 ROOT = Path(__file__).resolve().parents[3]
 LOCAL_STAGE = "local"
-_HANDLERS = ("dispatch", "fetch", "parse", "sweeper")
+_HANDLERS = ("dispatch", "fetch", "parse", "sweeper", SCALER)
+#: Seconds between the scaler's ticks locally (a minute on AWS): a local crawl lasts seconds.
+LOCAL_SCALE_EVERY: Final = 3.0
 
 
 def synthesize(pipelines_dir: Path, *, stage: str = LOCAL_STAGE) -> dict[str, Any]:
@@ -138,7 +143,9 @@ class LocalCloud:
 
     ``log_path`` receives the functions' output (``None``: it stays on the terminal);
     ``chaos`` injects crashes and duplicate deliveries (tests); ``sweep_every`` overrides the
-    sweeper's schedule (tests that must not wait a minute for the safety net).
+    sweeper's schedule (tests that must not wait a minute for the safety net). The scaler
+    runs every ``scale_every`` seconds instead of every minute (its tick scaled to match, see
+    docs/scaling.md; ``None``: on its schedule); :attr:`scaling` keeps what each tick did.
     """
 
     def __init__(
@@ -150,6 +157,7 @@ class LocalCloud:
         log_path: Path | None = None,
         chaos: Chaos | None = None,
         sweep_every: float | None = None,
+        scale_every: float | None = LOCAL_SCALE_EVERY,
     ) -> None:
         self.template = template
         self.stage = stage
@@ -158,6 +166,11 @@ class LocalCloud:
         self.log_path = log_path
         self.chaos = chaos
         self.sweep_every = sweep_every
+        self.scale_every = scale_every
+        #: Each scaler tick: seconds since start, the feed window, and per function the
+        #: decision (concurrency before and after, reason, inputs).
+        self.scaling: list[dict[str, Any]] = []
+        self._started_at = time.monotonic()
         self.runtime: LambdaRuntime | None = None
         self.deployment: Deployment | None = None
         self.scheduler: LocalScheduler | None = None
@@ -237,6 +250,8 @@ class LocalCloud:
         self._stack.callback(self.reaper.stop)
         if self.sweep_every is not None:
             self._sweep_loop(self.sweep_every)
+        if self.scale_every is not None and SCALER in self.runtime.functions():
+            self._scale_loop(self.scale_every)
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
@@ -308,8 +323,10 @@ class LocalCloud:
                 input=payload or "{}",
             )
         elif target.get("Type") == "AWS::Lambda::Function":
-            function = self.emulator.stack.resources[spec.target_ref]
-            self.runtime.invoke(_kind(function), json.loads(payload or "{}"))
+            kind = _kind(self.emulator.stack.resources[spec.target_ref])
+            if kind == SCALER and self.scale_every is not None:
+                return  # the scaler runs on the local clock (_scale_loop)
+            self.runtime.invoke(kind, json.loads(payload or "{}"))
         else:
             raise ConfigError(
                 f"schedule {spec.name}: cannot play a target of type {target.get('Type')}"
@@ -322,6 +339,21 @@ class LocalCloud:
                     self.runtime.invoke("sweeper", {})
 
         threading.Thread(target=loop, name="local-sweep", daemon=True).start()
+
+    def _scale_loop(self, every: float) -> None:
+        def loop() -> None:
+            while not self._sweeping.wait(every):
+                if self.runtime is None:
+                    continue
+                try:
+                    tick = self.runtime.invoke(SCALER, {"tick": every})
+                except Exception as exc:  # noqa: BLE001 - logged; the next tick tries again
+                    log.warning("scaler tick failed: %s", exc)
+                    continue
+                at = round(time.monotonic() - self._started_at, 2)
+                self.scaling.append({"t": at, **tick})
+
+        threading.Thread(target=loop, name="local-scale", daemon=True).start()
 
     # -- runs ---------------------------------------------------------------------------------
 

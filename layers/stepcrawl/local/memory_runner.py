@@ -155,6 +155,7 @@ class MemoryRunner:
             task_id=task_id,
             task_type=task.type,
             priority=task.priority,
+            parallelism=self.pipeline.parallelism,
             inputs=task.consumes,
             task_token=self.token(task_id),
         )

@@ -1,5 +1,8 @@
 """The live view of a run (rich): per task its state, pages done, backlog, items, errors, pages/s.
 
+A task the state machine has sent but that holds none of its run's ``parallelism`` slots yet
+shows as ``waiting (parallelism)``.
+
 Fed by :meth:`~stepcrawl.deployment.Deployment.wait` ticks, i.e. by the same reads that
 ``stepcrawl status`` makes, so what the view shows is what a client of the stack can see.
 """
@@ -16,7 +19,13 @@ from stepcrawl.deployment import RunStatus, TaskStatus
 
 __all__ = ["RunProgress", "status_table"]
 
-_STYLE = {"running": "yellow", "succeeded": "green", "failed": "red", "pending": "dim"}
+_STYLE = {
+    "running": "yellow",
+    "succeeded": "green",
+    "failed": "red",
+    "pending": "dim",
+    "waiting": "cyan",
+}
 
 
 def status_table(status: RunStatus) -> Table:
@@ -40,7 +49,9 @@ def status_table(status: RunStatus) -> Table:
 
 
 def _state(task: TaskStatus) -> str:
-    return f"[{_STYLE.get(task.state, '')}]{task.state}[/]"
+    # A waiting task has been sent by the state machine but holds no slot of its run yet.
+    shown = f"{task.state} ({task.waiting_on})" if task.waiting_on else task.state
+    return f"[{_STYLE.get(task.state, '')}]{shown}[/]"
 
 
 def _numbers(task: TaskStatus) -> tuple[str, str, str, str, str, str]:

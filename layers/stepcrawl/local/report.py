@@ -164,6 +164,8 @@ def _task_report(task: TaskStatus, items: int, pages: list[dict[str, Any]]) -> d
         "items": items,
         "seconds": None if seconds is None else round(seconds, 3),
     }
+    if task.waiting_on:
+        report["waiting_on"] = task.waiting_on
     if task.type != "crawl":
         return report
     recorded = [p for p in pages if p.get("state") in ("done", "failed")]

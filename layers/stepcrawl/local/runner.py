@@ -20,7 +20,7 @@ import yaml
 from rich.console import Console
 
 from stepcrawl.deployment import RunStatus
-from stepcrawl.local.cloud import LocalCloud, synthesize
+from stepcrawl.local.cloud import LOCAL_SCALE_EVERY, LocalCloud, synthesize
 from stepcrawl.local.lambda_runtime import Chaos
 from stepcrawl.local.metrics import metric_sums
 from stepcrawl.local.progress import RunProgress
@@ -74,6 +74,7 @@ def run_local(
     console: Console | None = None,
     chaos: Chaos | None = None,
     sweep_every: float | None = None,
+    scale_every: float | None = LOCAL_SCALE_EVERY,
     timeout: float | None = None,
 ) -> LocalRun:
     """Run ``pipeline`` once on the local cloud; write ``out``; the outcome."""
@@ -89,6 +90,7 @@ def run_local(
                 log_path=out / "logs" / "functions.log",
                 chaos=chaos,
                 sweep_every=sweep_every,
+                scale_every=scale_every,
             ).start()
         with cloud:
             assert cloud.deployment is not None
@@ -111,8 +113,9 @@ def run_local(
 
 
 def _invocations(cloud: LocalCloud) -> dict[str, Any]:
-    """Per function: what the runtime invoked (and the faults it injected, if any); and the
-    functions' metrics as the emulator's CloudWatch holds them."""
+    """Per function: what the runtime invoked (and the faults it injected, if any); the
+    functions' metrics as the emulator's CloudWatch holds them; and each scaler tick (the
+    functions' concurrency over time, with the decisions and their inputs)."""
     assert cloud.runtime is not None
     assert cloud.metrics is not None
     cloud.metrics.flush()
@@ -133,4 +136,5 @@ def _invocations(cloud: LocalCloud) -> dict[str, Any]:
             "crashes": sum(s.chaos_crashes for s in stats),
             "duplicates": sum(s.chaos_duplicates for s in stats),
         },
+        "scaling": list(cloud.scaling),
     }

@@ -230,6 +230,10 @@ class LambdaRuntime:
         """Counters per mapping, keyed by :attr:`MappingSpec.key` (``function:queue``)."""
         return {key: mapping.stats() for key, mapping in self._mappings.items()}
 
+    def functions(self) -> list[str]:
+        """The names of the functions this runtime plays."""
+        return list(self._functions)
+
     def cold_starts(self) -> dict[str, int]:
         """Containers (worker threads) started per function."""
         return {name: f.containers.cold_starts for name, f in self._functions.items()}

@@ -1,0 +1,184 @@
+"""The scaler's :class:`~stepcrawl.scaling.signals.Platform` on AWS APIs (boto3 clients).
+
+Reads the queues' attributes (SQS), the functions' metrics (CloudWatch
+``GetMetricStatistics``) and the mappings (Lambda ``GetEventSourceMapping``), and sets
+``MaximumConcurrency`` with ``UpdateEventSourceMapping``. The same code runs locally against
+the emulator, whose CloudWatch receives the functions' EMF lines through
+:class:`~stepcrawl.local.metrics.EmfForwarder`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any, Final
+
+import boto3
+from pydantic import BaseModel, ConfigDict, Field
+
+from stepcrawl.crawl.context import CrawlConfig
+from stepcrawl.errors import ConfigError
+from stepcrawl.names import (
+    ENV_FETCH_MAPPING,
+    ENV_FETCH_QUEUE_URL,
+    ENV_PARSE_MAPPING,
+    ENV_PARSE_QUEUE_URL,
+    ENV_SCALER,
+    ENV_TABLE,
+    METRICS_NAMESPACE,
+)
+from stepcrawl.scaling.policy import FETCH, PARSE, ScalerSettings
+from stepcrawl.scaling.scaler import Emit, ScalerRun, run_scaler
+from stepcrawl.scaling.signals import QueueStats
+from stepcrawl.storage.aws import DynamoTable
+
+__all__ = ["AwsPlatform", "ScalerEvent", "scale_from_env"]
+
+_REQUIRED: Final = (
+    ENV_TABLE,
+    ENV_FETCH_QUEUE_URL,
+    ENV_PARSE_QUEUE_URL,
+    ENV_FETCH_MAPPING,
+    ENV_PARSE_MAPPING,
+)
+_QUEUE_ATTRIBUTES: Final = (
+    "ApproximateNumberOfMessages",
+    "ApproximateNumberOfMessagesNotVisible",
+    "ApproximateNumberOfMessagesDelayed",
+)
+#: Powertools keeps one metric set per process and every function of the local runtime runs
+#: in one process, so there a metric may be flushed under another function's ``service``
+#: dimension; each metric is printed by one function only, so the sum over both is exact.
+_SERVICES: Final = (FETCH, PARSE)
+
+
+def _when(epoch: float) -> datetime:
+    return datetime.fromtimestamp(epoch, tz=UTC)
+
+
+class AwsPlatform:
+    """``queue_urls`` and ``mappings`` (event source mapping UUIDs) by function name."""
+
+    def __init__(
+        self,
+        *,
+        sqs: Any,
+        cloudwatch: Any,
+        lambda_client: Any,
+        queue_urls: Mapping[str, str],
+        mappings: Mapping[str, str],
+        services: Sequence[str] = _SERVICES,
+    ) -> None:
+        self.sqs, self.cloudwatch, self.lambda_client = sqs, cloudwatch, lambda_client
+        self.queue_urls, self.mappings, self.services = queue_urls, mappings, services
+
+    def queue(self, function: str) -> QueueStats:
+        url = self.queue_urls[function]
+        raw = self.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=list(_QUEUE_ATTRIBUTES))
+        visible, in_flight, delayed = (int(raw["Attributes"].get(n, 0)) for n in _QUEUE_ATTRIBUTES)
+        return QueueStats(visible, in_flight, delayed, oldest_age=self._oldest_age(url))
+
+    def _oldest_age(self, url: str) -> float:
+        now = datetime.now(UTC).timestamp()
+        points = self.cloudwatch.get_metric_statistics(
+            Namespace="AWS/SQS",
+            MetricName="ApproximateAgeOfOldestMessage",
+            Dimensions=[{"Name": "QueueName", "Value": url.rsplit("/", 1)[-1]}],
+            StartTime=_when(now - 300),
+            EndTime=_when(now),
+            Period=60,
+            Statistics=["Maximum"],
+        )["Datapoints"]
+        latest = max(points, key=lambda p: p["Timestamp"], default=None)
+        return float(latest["Maximum"]) if latest else 0.0
+
+    def metric_sum(self, name: str, service: str, start: float, end: float) -> float:
+        del service  # see _SERVICES
+        period = max(60, 60 * math.ceil((end - start) / 60))
+        total = 0.0
+        for printer in self.services:
+            points = self.cloudwatch.get_metric_statistics(
+                Namespace=METRICS_NAMESPACE,
+                MetricName=name,
+                Dimensions=[{"Name": "service", "Value": printer}],
+                StartTime=_when(start),
+                EndTime=_when(end),
+                Period=period,
+                Statistics=["Sum"],
+            )["Datapoints"]
+            total += sum(float(p["Sum"]) for p in points)
+        return total
+
+    def _mapping(self, function: str) -> dict[str, Any]:
+        mapping: dict[str, Any] = self.lambda_client.get_event_source_mapping(
+            UUID=self.mappings[function]
+        )
+        return mapping
+
+    def concurrency(self, function: str) -> int:
+        scaling = self._mapping(function).get("ScalingConfig") or {}
+        return int(scaling.get("MaximumConcurrency", 2))
+
+    def batch_size(self, function: str) -> int:
+        return int(self._mapping(function).get("BatchSize", 10))
+
+    def set_concurrency(self, function: str, value: int) -> None:
+        self.lambda_client.update_event_source_mapping(
+            UUID=self.mappings[function], ScalingConfig={"MaximumConcurrency": value}
+        )
+
+
+class ScalerEvent(BaseModel):
+    """The scheduled event (``{}`` from EventBridge Scheduler). ``tick`` overrides the
+    settings' tick: local mode runs the scaler on a faster clock than a minute."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    tick: float | None = Field(None, gt=0, le=3600)
+
+
+def settings_from_env(environ: Mapping[str, str], tick: float | None = None) -> ScalerSettings:
+    """The deployed thresholds (``ENV_SCALER``, JSON; unset: the defaults); with ``tick``,
+    every duration scaled with it, so that a faster clock keeps the same policy."""
+    settings = ScalerSettings.model_validate_json(environ.get(ENV_SCALER) or "{}")
+    if tick is None or tick == settings.tick:
+        return settings
+    scale = tick / settings.tick
+    durations = (
+        "cooldown_up",
+        "cooldown_down",
+        "cooldown_throttled",
+        "throttle_hold",
+        "clock_slack",
+    )
+    update: dict[str, Any] = {"tick": tick}
+    update.update({name: getattr(settings, name) * scale for name in durations})
+    return ScalerSettings.model_validate({**settings.model_dump(), **update})
+
+
+def scale_from_env(
+    environ: Mapping[str, str], event: ScalerEvent, *, now: float, emit: Emit | None = None
+) -> ScalerRun:
+    """One tick of the scaler with the stack's resources (the handler's one call)."""
+    missing = [name for name in _REQUIRED if not environ.get(name)]
+    if missing:
+        raise ConfigError(
+            f"environment variable(s) {', '.join(missing)} not set (the stack sets them)"
+        )
+    platform = AwsPlatform(
+        sqs=boto3.client("sqs"),
+        cloudwatch=boto3.client("cloudwatch"),
+        lambda_client=boto3.client("lambda"),
+        queue_urls={FETCH: environ[ENV_FETCH_QUEUE_URL], PARSE: environ[ENV_PARSE_QUEUE_URL]},
+        mappings={FETCH: environ[ENV_FETCH_MAPPING], PARSE: environ[ENV_PARSE_MAPPING]},
+    )
+    return run_scaler(
+        DynamoTable(environ[ENV_TABLE]),
+        platform,
+        settings_from_env(environ, event.tick),
+        now=now,
+        deployed_window=CrawlConfig.from_env(environ).window,
+        fetch_batch_size=platform.batch_size(FETCH),
+        emit=emit,
+    )

@@ -1,0 +1,206 @@
+"""Fair fetch windows: the share computation and the in-flight count (crawl/fairness.py)."""
+
+from __future__ import annotations
+
+import math
+import random
+from typing import Any
+
+import pytest
+
+from stepcrawl.crawl.context import CrawlConfig, CrawlServices, StaticRegistry
+from stepcrawl.crawl.fairness import (
+    BACK,
+    FED,
+    RECENT,
+    VIEW_TTL,
+    Claim,
+    allowance,
+    fair_shares,
+    fed_changes,
+    in_flight,
+    weight,
+)
+from stepcrawl.crawl.frontier import enqueue
+from stepcrawl.crawl.messages import UrlRef
+from stepcrawl.crawl.tokens import MemoryTokens
+from stepcrawl.keys import running_key, shard_key, task_key
+from stepcrawl.pipeline import Pipeline
+from stepcrawl.storage import MemoryBlobStore, MemoryQueue, MemoryTable
+
+INF = math.inf
+
+
+def test_lower_priority_numbers_weigh_more_and_only_ratios_matter() -> None:
+    assert weight(0) > weight(10) > weight(20) > weight(100) > weight(10_000) > 0
+    assert weight(10) / weight(20) == pytest.approx(21 / 11)
+    assert weight(-5) == weight(0)  # out of range values cannot blow up
+
+
+def test_a_task_alone_gets_the_whole_window() -> None:
+    assert fair_shares(256, {"a": Claim(weight(100), INF)}) == {"a": 256}
+
+
+def test_equal_weights_share_evenly_and_weights_proportionally() -> None:
+    assert fair_shares(20, {"a": Claim(1.0, INF), "b": Claim(1.0, INF)}) == {"a": 10, "b": 10}
+    shares = fair_shares(20, {"hi": Claim(weight(10), INF), "lo": Claim(weight(20), INF)})
+    assert shares == {"hi": 13, "lo": 7}  # 20 * 21/32 = 13.1
+    three = fair_shares(256, {k: Claim(1.0, INF) for k in "abc"})
+    assert sorted(three.values()) == [85, 85, 86]
+    assert sum(three.values()) == 256
+
+
+def test_an_idle_or_small_task_lends_what_it_cannot_use() -> None:
+    shares = fair_shares(20, {"big": Claim(1.0, INF), "small": Claim(1.0, 3), "idle": Claim(1, 0)})
+    assert shares == {"big": 17, "small": 3, "idle": 0}
+    # Lending is recursive: what the small one leaves is split by weight among the rest.
+    shares = fair_shares(100, {"a": Claim(2.0, INF), "b": Claim(1.0, INF), "c": Claim(4.0, 10)})
+    assert shares == {"a": 60, "b": 30, "c": 10}
+
+
+def test_every_task_with_work_gets_a_slot_taken_from_the_largest() -> None:
+    shares = fair_shares(20, {"urgent": Claim(weight(0), INF), "late": Claim(weight(10_000), INF)})
+    assert shares == {"urgent": 19, "late": 1}
+    crowded = fair_shares(3, {str(n): Claim(1.0, INF) for n in range(5)})
+    assert set(crowded.values()) == {1}  # more tasks than slots: one each
+
+
+def test_share_bounds_hold_for_any_claims() -> None:
+    rng = random.Random(13)
+    for _ in range(500):
+        window = rng.randint(1, 300)
+        claims = {
+            f"t{n}": Claim(
+                weight(rng.choice([0, 5, 10, 20, 100, 1000])), rng.choice([0, 1, 7, INF])
+            )
+            for n in range(rng.randint(1, 8))
+        }
+        shares = fair_shares(window, claims)
+        active = [k for k, c in claims.items() if c.demand > 0]
+        assert sum(shares.values()) <= max(window, len(active))
+        for k, claim in claims.items():
+            if claim.demand <= 0:
+                assert shares[k] == 0
+            else:
+                assert 1 <= shares[k] <= max(1, claim.demand)
+        # Work-conserving: the window is used up unless every demand is met.
+        if any(claims[k].demand == INF for k in active):
+            assert sum(shares.values()) >= window
+
+
+def test_fed_changes_count_under_the_lease_and_keep_marks() -> None:
+    now = 1000.0
+    first = fed_changes({}, 5, now)
+    assert first[FED] == 5
+    assert first["fed_mark_at"] == now
+    item: dict[str, Any] = {**first}
+    assert fed_changes(item, 0, now + 1) == {}  # nothing sent, marks fresh: nothing to set
+    later = fed_changes({**item, FED: 50}, 10, now + RECENT)
+    assert (later[FED], later["fed_prev"], later["fed_mark"]) == (60, 5, 60)
+
+
+def services(config: CrawlConfig | None = None, clock: float = 1000.0) -> CrawlServices:
+    return CrawlServices(
+        table=MemoryTable(),
+        fetch_queue=MemoryQueue(),
+        parse_queue=MemoryQueue(),
+        blobs=MemoryBlobStore(),
+        tokens=MemoryTokens(),
+        registry=StaticRegistry([]),
+        config=config or CrawlConfig(shards=2, window=20),
+        clock=lambda: clock,
+    )
+
+
+def put_leases(s: CrawlServices, *items: dict[str, Any]) -> None:
+    for shard, attrs in enumerate(items):
+        pk, sk = shard_key("r", "t", shard)
+        s.table.put({"pk": pk, "sk": sk, **attrs})
+
+
+def test_in_flight_is_fed_minus_back_minus_finished_clamped() -> None:
+    s = services()
+    put_leases(s, {FED: 30, BACK: 2}, {FED: 12})
+    record = {"claimed": 100, "finished": 25}
+    assert in_flight(s, "r", "t", record) == 30 - 2 + 12 - 25
+    assert in_flight(s, "r", "t", {"claimed": 100, "finished": 60}) == 0  # errs low: 0
+    assert in_flight(s, "r", "t", {"claimed": 30, "finished": 25}) == 5  # <= pending
+
+
+def test_phantoms_lapse_after_recent_seconds() -> None:
+    """A URL counted in flight that will never be recorded stops counting once nothing was
+    sent for RECENT seconds: a task cannot be blocked for good by its own phantoms."""
+    marks = fed_changes({}, 40, 1000.0)
+    s = services(clock=1000.0 + 10)
+    put_leases(s, marks, {})
+    record = {"claimed": 500, "finished": 30}  # 10 phantoms: sent, never to be recorded
+    assert in_flight(s, "r", "t", record) == 10
+    late = services(clock=1000.0 + RECENT + 1)
+    put_leases(late, marks, {})
+    assert in_flight(late, "r", "t", record) == 0
+
+
+def test_enqueue_counts_urls_that_come_back() -> None:
+    s = services(CrawlConfig(shards=1, window=20))
+    fresh = [UrlRef(url=f"http://a.test/{n}", depth=1) for n in range(3)]
+    enqueue(s, "r", "t", fresh, "links-1")
+    assert s.table.get(shard_key("r", "t", 0)) is None  # new links: nothing counted
+    enqueue(s, "r", "t", [UrlRef(url="http://a.test/0", depth=1, attempt=2)], "retry-x-2")
+    enqueue(s, "r", "t", fresh[1:], "redrive-123")
+    lease = s.table.get(shard_key("r", "t", 0))
+    assert lease is not None
+    assert lease[BACK] == 3
+
+
+def pipeline(name: str, priority: int) -> Pipeline:
+    return Pipeline.model_validate(
+        {
+            "name": name,
+            "tasks": [
+                {
+                    "id": "t",
+                    "type": "crawl",
+                    "seeds": [f"http://{name}.test/"],
+                    "priority": priority,
+                }
+            ],
+        }
+    )
+
+
+def running(s: CrawlServices, p: Pipeline, run: str, claimed: int, finished: int) -> None:
+    pk, sk = running_key(run, "t")
+    s.table.put(
+        {
+            "pk": pk,
+            "sk": sk,
+            "run": run,
+            "task": "t",
+            "pipeline": p.name,
+            "version": p.version_hash(),
+        }
+    )
+    pk, sk = task_key(run, "t")
+    s.table.put({"pk": pk, "sk": sk, "status": "running", "claimed": claimed, "finished": finished})
+
+
+def test_allowance_alone_is_the_free_window_and_shared_is_the_share() -> None:
+    now = [1000.0]
+    a, b = pipeline("a", 100), pipeline("b", 100)
+    s = services()
+    s.registry = StaticRegistry([a, b])
+    s.clock = lambda: now[0]
+    running(s, a, "ra", claimed=1000, finished=0)
+    pk, sk = shard_key("ra", "t", 0)
+    s.table.put({"pk": pk, "sk": sk, FED: 18})
+    assert allowance(s, run="ra", task="t", priority=100, free=7) == 7  # alone
+    running(s, b, "rb", claimed=50, finished=0)
+    assert allowance(s, run="ra", task="t", priority=100, free=7) == 7  # view still cached
+    now[0] += VIEW_TTL
+    # Sharing 20 slots evenly with b: a's share is 10, and 18 of its URLs are in flight.
+    assert allowance(s, run="ra", task="t", priority=100, free=7) == 0
+    assert allowance(s, run="rb", task="t", priority=100, free=7) == 7  # b: 50 > 10, 0 in flight
+    running(s, b, "rb", claimed=50, finished=48)  # b nearly done: lends its share
+    now[0] += VIEW_TTL
+    assert allowance(s, run="ra", task="t", priority=100, free=7) == 0  # share 18, 18 in flight
+    assert allowance(s, run="ra", task="t", priority=100, free=0) == 0
