@@ -9,12 +9,15 @@ from aws_cdk import aws_scheduler as scheduler
 from constructs import Construct
 
 from infra.access import WorkerAccess
+from infra.alarms import Alarms
+from infra.alerting import AlertTopic
 from infra.config import StackConfig
 from infra.functions import DISPATCH, FETCH, PARSE, Workers
 from infra.layers import PIPELINES_MOUNT, LibraryLayer, PipelinesLayer
 from infra.pipelines import Pipelines, construct_name, load_pipelines
 from infra.queues import WorkQueues
 from infra.storage import Storage
+from infra.tracing import RunSampling
 from stepcrawl.names import (
     OUTPUT_BUCKET_NAME,
     OUTPUT_CONTROL_DLQ_URL,
@@ -31,7 +34,8 @@ __all__ = ["StepcrawlStack"]
 
 
 class StepcrawlStack(Stack):
-    """Storage, queues, layers, workers, one state machine (+ schedule) per pipeline."""
+    """Storage, queues, layers, workers, one state machine (+ schedule) per pipeline, the
+    alert topic, alarms and the runs' trace sampling."""
 
     def __init__(
         self, scope: Construct, construct_id: str, *, config: StackConfig, **kwargs: Any
@@ -87,6 +91,20 @@ class StepcrawlStack(Stack):
             machines=[m.state_machine for m in self.pipelines.machines.values()],
             sources=self.sources,
         )
+        machines = {name: m.state_machine for name, m in self.pipelines.machines.items()}
+        self.alerts = AlertTopic(
+            self, "Alerts", prefix=config.prefix, machines=list(machines.values())
+        )
+        self.alarms = Alarms(
+            self,
+            "Alarms",
+            prefix=config.prefix,
+            queues=self.queues,
+            machines=machines,
+            pipelines={s.name: s.pipeline for s in self.sources},
+            topic=self.alerts.topic,
+        )
+        self.sampling = RunSampling(self, "Tracing", prefix=config.prefix)
         self._outputs()
 
     def _outputs(self) -> None:

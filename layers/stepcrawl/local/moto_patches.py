@@ -39,6 +39,7 @@ raises ``TypeError`` out of the request. They compare as DynamoDB documents inst
 from __future__ import annotations
 
 import copy
+import functools
 import inspect
 import operator
 import threading
@@ -70,6 +71,7 @@ from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.dynamo_type import DDBTypeConversion, DynamoType
 from moto.dynamodb.models.table import Table
 from moto.dynamodb.responses import DynamoHandler
+from moto.kms.models import Key as KmsKey
 from moto.sqs import models as sqs_models
 from moto.stepfunctions.parser.asl.component.state.exec.state_task.service import (
     state_task_service_aws_sdk as aws_sdk,
@@ -393,6 +395,27 @@ def _fast_clock(original: Callable[..., float], scale: float) -> Callable[..., f
     return clock
 
 
+def _kms_key_tags_from_cloudformation(original: Any) -> Any:
+    """CloudFormation gives ``AWS::KMS::Key`` its ``Tags`` as ``Key``/``Value`` pairs, like
+    every resource (AWS::KMS::Key Tag docs); moto hands them to ``create_key``, which expects
+    the KMS API's ``TagKey``/``TagValue`` and fails the whole stack with ``KeyError``."""
+    create = original.__func__
+
+    @functools.wraps(create)
+    def from_cloudformation(
+        cls: Any, resource_name: str, cloudformation_json: dict[str, Any], *args: Any, **kw: Any
+    ) -> Any:
+        properties = dict(cloudformation_json.get("Properties") or {})
+        tags = properties.get("Tags") or []
+        properties["Tags"] = [
+            {"TagKey": t["Key"], "TagValue": t["Value"]} if "Key" in t else t for t in tags
+        ]
+        fixed = {**cloudformation_json, "Properties": properties}
+        return create(cls, resource_name, fixed, *args, **kw)
+
+    return classmethod(from_cloudformation)
+
+
 def apply_moto_patches() -> None:
     """Make moto behave like AWS where stepcrawl depends on it (safe to call many times)."""
     cls = aws_sdk.StateTaskServiceAwsSdk
@@ -420,6 +443,11 @@ def apply_moto_patches() -> None:
             types.SimpleNamespace(deepcopy=_deepcopy_unless_table, copy=copy.copy),
         ),
         *_dynamodb_comparisons(),
+        (
+            KmsKey,
+            "create_from_cloudformation_json",
+            _kms_key_tags_from_cloudformation(KmsKey.create_from_cloudformation_json),
+        ),
         (cls, _MARK, True),
     ]
     for owner, name, value in patches:

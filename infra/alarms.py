@@ -1,0 +1,230 @@
+"""The alarms of a stage, each publishing its state changes (firing and resolved) to the
+alert topic. What each means and what to do when it fires: docs/operations.md.
+
+- **Dead letters**: a message in any dead-letter queue (a task start, a URL or a page bundle
+  that failed :data:`~stepcrawl.names.MAX_RECEIVE_COUNT` times).
+- **Stuck queue**: the oldest message of a work queue older than its bound (nothing drains it:
+  a function failing on every batch, or its concurrency at zero).
+- **Run success SLO, burning**: per pipeline, the share of runs that fail, time out or are
+  aborted against its error budget (``1 - objective``), over two windows each for a fast burn
+  (1 h and 5 min at 14.4x) and a slow burn (6 h and 30 min at 6x), as the SRE workbook's
+  multiwindow, multi-burn-rate alerts: the long window proves it matters, the short one that
+  it is still happening (so the alarm resolves soon after the cause stops).
+- **Stale pipeline**: a scheduled pipeline without a successful run for two of its longest
+  gaps between fire times.
+
+Run failures themselves reach the topic through an EventBridge rule (:mod:`infra.alerting`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Final
+from zoneinfo import ZoneInfo
+
+from aws_cdk import Duration
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_cloudwatch_actions as actions
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_stepfunctions as sfn
+from constructs import Construct
+
+from infra.queues import WorkQueues
+from stepcrawl.pipeline import Pipeline
+from stepcrawl.pipeline.schedule_expr import RateExpression, parse_schedule
+
+__all__ = ["BURN_WINDOWS", "QUEUE_AGE_LIMITS", "RUN_SLO", "Alarms", "BurnWindow", "longest_gap"]
+
+#: The share of runs that should succeed (the error budget is the rest).
+RUN_SLO: Final = 0.95
+#: The oldest message a work queue may hold before the stage is called stuck. The fetch
+#: queue holds politeness-spaced messages for up to 15 minutes (SQS's longest delay).
+QUEUE_AGE_LIMITS: Final[Mapping[str, Duration]] = {
+    "control": Duration.minutes(15),
+    "fetch": Duration.minutes(45),
+    "parse": Duration.minutes(15),
+}
+
+
+@dataclass(frozen=True)
+class BurnWindow:
+    """One multiwindow burn-rate condition: both windows above ``burn`` times the budget."""
+
+    name: str
+    long: Duration
+    short: Duration
+    burn: float
+
+
+BURN_WINDOWS: Final = (
+    BurnWindow("Fast", Duration.hours(1), Duration.minutes(5), 14.4),
+    BurnWindow("Slow", Duration.hours(6), Duration.minutes(30), 6.0),
+)
+
+
+def longest_gap(cron: str, timezone: str, *, samples: int = 64) -> timedelta:
+    """The longest time between two fire times of a schedule (over the next ``samples``)."""
+    expression = parse_schedule(cron)
+    if isinstance(expression, RateExpression):
+        return timedelta(seconds=expression.seconds)
+    tz = ZoneInfo(timezone)
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    times: list[datetime] = []
+    for _ in range(samples):
+        nxt = expression.next_after(at, tz)
+        if nxt is None:
+            break
+        times.append(nxt)
+        at = nxt
+    gaps = [b - a for a, b in itertools.pairwise(times)]
+    return max(gaps, default=timedelta(days=1))
+
+
+class Alarms(Construct):
+    """Every alarm of the stage; ``alarms`` lists them (the dashboard shows them)."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        prefix: str,
+        queues: WorkQueues,
+        machines: Mapping[str, sfn.IStateMachine],
+        pipelines: Mapping[str, Pipeline],
+        topic: sns.ITopic,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.prefix = prefix
+        self.action = actions.SnsAction(topic)
+        self.alarms: list[cloudwatch.AlarmBase] = []
+        for name, queue in (
+            ("control", queues.control),
+            ("fetch", queues.fetch),
+            ("parse", queues.parse),
+        ):
+            self._add(
+                cloudwatch.Alarm(
+                    self,
+                    f"{name.capitalize()}DeadLetters",
+                    alarm_name=f"{prefix}-{name}-dead-letters",
+                    alarm_description=(
+                        f"{name} messages in the dead-letter queue: see docs/operations.md"
+                    ),
+                    metric=queue.dead_letters.metric_approximate_number_of_messages_visible(
+                        period=Duration.minutes(1), statistic="Maximum"
+                    ),
+                    threshold=0,
+                    comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                    evaluation_periods=1,
+                    treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+                )
+            )
+            limit = QUEUE_AGE_LIMITS[name]
+            self._add(
+                cloudwatch.Alarm(
+                    self,
+                    f"{name.capitalize()}Stuck",
+                    alarm_name=f"{prefix}-{name}-stuck",
+                    alarm_description=(
+                        f"the {name} queue's oldest message is older than "
+                        f"{int(limit.to_minutes())} min: nothing drains it"
+                    ),
+                    metric=queue.queue.metric_approximate_age_of_oldest_message(
+                        period=Duration.minutes(1), statistic="Maximum"
+                    ),
+                    threshold=limit.to_seconds(),
+                    comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                    evaluation_periods=5,
+                    treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+                )
+            )
+        for name, machine in machines.items():
+            self._slo(name, machine)
+            schedule = pipelines[name].schedule
+            if schedule is not None and schedule.enabled:
+                self._freshness(name, machine, longest_gap(schedule.cron, schedule.timezone))
+
+    def _add(self, alarm: cloudwatch.AlarmBase) -> cloudwatch.AlarmBase:
+        alarm.add_alarm_action(self.action)
+        alarm.add_ok_action(self.action)
+        self.alarms.append(alarm)
+        return alarm
+
+    def _slo(self, name: str, machine: sfn.IStateMachine) -> None:
+        budget = 1 - RUN_SLO
+        for window in BURN_WINDOWS:
+            parts = [
+                cloudwatch.Alarm(
+                    self,
+                    f"{_id(name)}{window.name}Burn{label}",
+                    alarm_name=f"{self.prefix}-{name}-slo-{window.name.lower()}-{label.lower()}",
+                    metric=_error_ratio(machine, period),
+                    threshold=window.burn * budget,
+                    comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                    evaluation_periods=1,
+                    treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+                )
+                for label, period in (("Long", window.long), ("Short", window.short))
+            ]
+            self._add(
+                cloudwatch.CompositeAlarm(
+                    self,
+                    f"{_id(name)}{window.name}Burn",
+                    composite_alarm_name=f"{self.prefix}-{name}-slo-{window.name.lower()}-burn",
+                    alarm_description=(
+                        f"pipeline {name}: failed runs burn the {RUN_SLO:.0%} success SLO's "
+                        f"budget {window.burn}x over {int(window.long.to_minutes())} min"
+                    ),
+                    alarm_rule=cloudwatch.AlarmRule.all_of(*parts),
+                )
+            )
+
+    def _freshness(self, name: str, machine: sfn.IStateMachine, gap: timedelta) -> None:
+        bound = 2 * gap
+        # An alarm looks at most a day at once: longer bounds take several daily periods.
+        seconds = min(86_400, max(60, math.ceil(bound.total_seconds() / 60) * 60))
+        period = Duration.seconds(seconds)
+        periods = max(1, math.ceil(bound.total_seconds() / seconds))
+        self._add(
+            cloudwatch.Alarm(
+                self,
+                f"{_id(name)}Stale",
+                alarm_name=f"{self.prefix}-{name}-stale",
+                alarm_description=(
+                    f"pipeline {name}: no successful run for {bound} (twice its schedule's "
+                    "longest gap)"
+                ),
+                metric=machine.metric_succeeded(period=period, statistic="Sum"),
+                threshold=1,
+                comparison_operator=cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
+                evaluation_periods=periods,
+                treat_missing_data=cloudwatch.TreatMissingData.BREACHING,
+            )
+        )
+
+
+def _error_ratio(machine: sfn.IStateMachine, period: Duration) -> cloudwatch.MathExpression:
+    bad = cloudwatch.MathExpression(
+        expression="FILL(failed,0)+FILL(timedout,0)+FILL(aborted,0)",
+        using_metrics={
+            "failed": machine.metric_failed(period=period, statistic="Sum"),
+            "timedout": machine.metric_timed_out(period=period, statistic="Sum"),
+            "aborted": machine.metric_aborted(period=period, statistic="Sum"),
+        },
+        period=period,
+    )
+    return cloudwatch.MathExpression(
+        expression="IF(bad+FILL(ok,0) > 0, bad/(bad+FILL(ok,0)), 0)",
+        using_metrics={"bad": bad, "ok": machine.metric_succeeded(period=period, statistic="Sum")},
+        label="failed run ratio",
+        period=period,
+    )
+
+
+def _id(name: str) -> str:
+    return "".join(part.capitalize() for part in name.replace("_", "-").split("-"))

@@ -1,0 +1,48 @@
+"""X-Ray sampling for the stage's runs.
+
+A run's trace starts at its Step Functions execution (active tracing on every state machine)
+and follows its messages into the functions. Step Functions applies X-Ray sampling rules, so
+this rule decides which runs are traced: a reservoir of one run per second, then 5% of the
+rest (X-Ray's default shape, made explicit and scoped to this stage's machines so that it can
+be tuned without touching other rules). Functions invoked by SQS outside a traced run (feeds
+of later pages, the sweeper, the scaler) use Lambda's own fixed sampling: the first request
+each second and 5% of the others. The cost model (``stepcrawl cost``) prices traces with the
+same figures.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from aws_cdk import aws_xray as xray
+from constructs import Construct
+
+__all__ = ["SAMPLING_RATE", "SAMPLING_RESERVOIR", "RunSampling"]
+
+SAMPLING_RATE: Final = 0.05
+SAMPLING_RESERVOIR: Final = 1
+
+
+class RunSampling(Construct):
+    """``rule``: the X-Ray sampling rule of the stage's state machines (``<prefix>-*``)."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, prefix: str) -> None:
+        super().__init__(scope, construct_id)
+        self.rule = xray.CfnSamplingRule(
+            self,
+            "Rule",
+            sampling_rule=xray.CfnSamplingRule.SamplingRuleProperty(
+                # X-Ray rule names are at most 32 characters.
+                rule_name=f"{prefix}-runs"[:32],
+                priority=9000,
+                fixed_rate=SAMPLING_RATE,
+                reservoir_size=SAMPLING_RESERVOIR,
+                service_name=f"{prefix}-*",
+                service_type="AWS::StepFunctions::StateMachine",
+                host="*",
+                http_method="*",
+                url_path="*",
+                resource_arn="*",
+                version=1,
+            ),
+        )

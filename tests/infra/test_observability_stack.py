@@ -1,0 +1,136 @@
+"""The stage's alert topic, alarms and trace sampling, as synthesized."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from infra.alarms import BURN_WINDOWS, RUN_SLO, longest_gap
+from infra.alerting import FAILED_STATUSES
+from infra.tracing import SAMPLING_RATE, SAMPLING_RESERVOIR
+
+
+def _alarms(synth: Any) -> dict[str, dict[str, Any]]:
+    return {
+        a["Properties"]["AlarmName"]: a["Properties"]
+        for a in synth.resources("AWS::CloudWatch::Alarm").values()
+    }
+
+
+def _listed(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+def _topic_ref(synth: Any) -> dict[str, str]:
+    return {"Ref": synth.logical_id(synth.stack.alerts.topic)}
+
+
+def test_the_topic_is_encrypted_with_its_own_rotating_key_and_tls_only(default) -> None:
+    (topic,) = default.resources("AWS::SNS::Topic").values()
+    key_id = default.logical_id(default.stack.alerts.key)
+    assert topic["Properties"]["KmsMasterKeyId"] == {"Fn::GetAtt": [key_id, "Arn"]}
+    key = default.json["Resources"][key_id]["Properties"]
+    assert key["EnableKeyRotation"] is True
+    # CloudWatch and EventBridge may publish, and use the key to do so.
+    users = {
+        service
+        for s in key["KeyPolicy"]["Statement"]
+        if "Service" in s.get("Principal", {})
+        for service in _listed(s["Principal"]["Service"])
+    }
+    assert users == {"cloudwatch.amazonaws.com", "events.amazonaws.com"}
+    (policy,) = default.resources("AWS::SNS::TopicPolicy").values()
+    statements = policy["Properties"]["PolicyDocument"]["Statement"]
+    publishers = {
+        service
+        for s in statements
+        if s["Effect"] == "Allow" and "Service" in s.get("Principal", {})
+        for service in _listed(s["Principal"]["Service"])
+    }
+    assert publishers == {"cloudwatch.amazonaws.com", "events.amazonaws.com"}
+    denied = [s for s in statements if s["Effect"] == "Deny"]
+    assert denied
+    assert denied[0]["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+
+
+def test_every_dead_letter_queue_and_work_queue_has_an_alarm_firing_and_resolving(
+    default,
+) -> None:
+    alarms = _alarms(default)
+    topic = _topic_ref(default)
+    for queue in ("control", "fetch", "parse"):
+        dead = alarms[f"stepcrawl-dev-{queue}-dead-letters"]
+        assert dead["MetricName"] == "ApproximateNumberOfMessagesVisible"
+        assert (dead["Threshold"], dead["ComparisonOperator"]) == (0, "GreaterThanThreshold")
+        stuck = alarms[f"stepcrawl-dev-{queue}-stuck"]
+        assert stuck["MetricName"] == "ApproximateAgeOfOldestMessage"
+        for alarm in (dead, stuck):
+            assert alarm["AlarmActions"] == [topic]
+            assert alarm["OKActions"] == [topic]
+
+
+def test_each_pipeline_has_fast_and_slow_burn_alarms_on_its_run_success_slo(default) -> None:
+    composites = {
+        c["Properties"]["AlarmName"]: c["Properties"]
+        for c in default.resources("AWS::CloudWatch::CompositeAlarm").values()
+    }
+    alarms = _alarms(default)
+    for pipeline in default.stack.pipelines.machines:
+        for window in BURN_WINDOWS:
+            name = f"stepcrawl-dev-{pipeline}-slo-{window.name.lower()}-burn"
+            composite = composites[name]
+            assert composite["AlarmActions"] == [_topic_ref(default)]
+            assert composite["OKActions"] == [_topic_ref(default)]
+            for part in ("long", "short"):
+                child = alarms[f"stepcrawl-dev-{pipeline}-slo-{window.name.lower()}-{part}"]
+                assert child["Threshold"] == pytest.approx(window.burn * (1 - RUN_SLO))
+                expressions = [m for m in child["Metrics"] if "Expression" in m]
+                assert any("IF(" in m["Expression"] for m in expressions)
+                rule = composite["AlarmRule"]
+                assert "ALARM(" in str(rule)
+
+
+def test_scheduled_pipelines_alarm_when_no_run_succeeded_for_two_gaps(default) -> None:
+    alarms = _alarms(default)
+    books = alarms["stepcrawl-dev-books-stale"]  # daily: two days, as two daily periods
+    assert (books["Period"], books["EvaluationPeriods"]) == (86400, 2)
+    assert books["TreatMissingData"] == "breaching"
+    assert books["MetricName"] == "ExecutionsSucceeded"
+    watch = alarms["stepcrawl-dev-market-watch-stale"]  # every 6 hours: 12 hours
+    assert (watch["Period"], watch["EvaluationPeriods"]) == (43200, 1)
+    assert "stepcrawl-dev-demo-shop-stale" not in alarms  # no schedule
+
+
+def test_failed_runs_reach_the_topic(default) -> None:
+    (rule,) = default.resources("AWS::Events::Rule").values()
+    pattern = rule["Properties"]["EventPattern"]
+    assert pattern["source"] == ["aws.states"]
+    assert pattern["detail"]["status"] == list(FAILED_STATUSES)
+    machines = {
+        default.logical_id(m.state_machine) for m in default.stack.pipelines.machines.values()
+    }
+    assert {ref["Ref"] for ref in pattern["detail"]["stateMachineArn"]} == machines
+    assert rule["Properties"]["Targets"][0]["Arn"] == _topic_ref(default)
+
+
+def test_runs_are_sampled_by_a_rule_of_the_stage(default) -> None:
+    (rule,) = default.resources("AWS::XRay::SamplingRule").values()
+    props = rule["Properties"]["SamplingRule"]
+    assert (props["FixedRate"], props["ReservoirSize"]) == (SAMPLING_RATE, SAMPLING_RESERVOIR)
+    assert props["ServiceType"] == "AWS::StepFunctions::StateMachine"
+    assert props["ServiceName"] == "stepcrawl-dev-*"
+    assert len(props["RuleName"]) <= 32
+
+
+@pytest.mark.parametrize(
+    ("cron", "gap"),
+    [
+        ("rate(1 hour)", timedelta(hours=1)),
+        ("cron(0 3 * * ? *)", timedelta(days=1)),
+        ("cron(0 */6 * * ? *)", timedelta(hours=6)),
+        ("cron(0 9 ? * MON-FRI *)", timedelta(days=3)),  # Friday to Monday
+    ],
+)
+def test_the_longest_gap_of_a_schedule(cron: str, gap: timedelta) -> None:
+    assert longest_gap(cron, "UTC") == gap
