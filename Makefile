@@ -8,7 +8,7 @@ NPM_STAMP := node_modules/.package-lock.json
 
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
-.PHONY: help setup demo test lint typecheck pytest schema synth deploy clean
+.PHONY: help setup demo test lint typecheck pytest schema synth sbom audit deploy clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -52,6 +52,13 @@ schema: $(STAMP)  ## regenerate schemas/pipeline.schema.json from the models
 
 synth: $(STAMP) $(NPM_STAMP)  ## synthesize the CDK stack into cdk.out (builds the layer, runs cdk-nag)
 	PATH="$(CURDIR)/$(BIN):$$PATH" npx cdk synth --no-notices -q
+
+sbom: $(STAMP)  ## CycloneDX SBOM of the Lambda layer's exact dependencies -> cdk.out/sbom.cdx.json
+	$(BIN)/python -m infra.sbom --out cdk.out/sbom.cdx.json --requirements-out cdk.out/layer-requirements.txt
+
+audit: sbom  ## pip-audit the layer's dependencies (needs the network: not part of CI)
+	$(BIN)/python -m pip install --quiet pip-audit
+	$(BIN)/pip-audit --no-deps --disable-pip -r cdk.out/layer-requirements.txt
 
 deploy: $(STAMP) $(NPM_STAMP)  ## deploy the stack (STAGE=dev by default)
 	PATH="$(CURDIR)/$(BIN):$$PATH" npx cdk deploy --no-notices -c stage=$(or $(STAGE),dev)

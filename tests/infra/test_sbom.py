@@ -1,0 +1,32 @@
+"""make sbom: the layer's installed distributions, pinned, as a CycloneDX document."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from infra.config import REPO_ROOT
+from infra.sbom import pinned, write_sbom
+
+
+def _dist(site: Path, name: str, version: str) -> None:
+    info = site / f"{name.replace('-', '_')}-{version}.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+
+
+def test_the_layer_set_is_what_its_dist_infos_say(tmp_path: Path) -> None:
+    _dist(tmp_path, "selectolax", "0.3.21")
+    _dist(tmp_path, "PyYAML", "6.0.2")
+    (tmp_path / "stepcrawl").mkdir()  # the library itself is the SBOM's root, not a component
+    assert pinned(tmp_path) == ["PyYAML==6.0.2", "selectolax==0.3.21"]
+
+
+def test_the_sbom_lists_each_pinned_component_under_stepcrawl(tmp_path: Path) -> None:
+    out = tmp_path / "sbom.cdx.json"
+    write_sbom(["PyYAML==6.0.2", "selectolax==0.3.21"], out, pyproject=REPO_ROOT / "pyproject.toml")
+    bom = json.loads(out.read_text("utf-8"))
+    assert (bom["bomFormat"], bom["specVersion"]) == ("CycloneDX", "1.6")
+    assert bom["metadata"]["component"]["name"] == "stepcrawl"
+    purls = sorted(c["purl"] for c in bom["components"])
+    assert purls == ["pkg:pypi/pyyaml@6.0.2", "pkg:pypi/selectolax@0.3.21"]
