@@ -34,6 +34,10 @@ Last, DynamoDB's condition (and filter) comparisons: moto compares its decoded P
 so ``true = 1``, a missing attribute equals ``null``, and ordering a number against a string
 raises ``TypeError`` out of the request. They compare as DynamoDB documents instead
 (:func:`_dynamodb_comparisons`).
+
+And, for speed alone (``local/moto_fastpath.py``): DynamoDB's responses are serialised by
+moto's generic serialiser except that attribute values are copied directly (the same JSON,
+byte for byte), and an update expression is parsed, and its clause counts checked, once.
 """
 
 from __future__ import annotations
@@ -78,6 +82,8 @@ from moto.stepfunctions.parser.asl.component.state.exec.state_task.service impor
 )
 from moto.stepfunctions.parser.asl.eval.environment import Environment
 from moto.stepfunctions.parser.asl.eval.program_state import ProgramStopped
+
+from stepcrawl.local.moto_fastpath import fastpath_patches
 
 __all__ = ["apply_moto_patches"]
 
@@ -448,6 +454,7 @@ def apply_moto_patches() -> None:
             "create_from_cloudformation_json",
             _kms_key_tags_from_cloudformation(KmsKey.create_from_cloudformation_json),
         ),
+        *fastpath_patches(),
         (cls, _MARK, True),
     ]
     for owner, name, value in patches:
