@@ -18,11 +18,18 @@ AWS_ADAPTERS = {
     "local/in_process.py",
     "local/report.py",
     "local/moto_patches.py",
+    "local/moto_fastpath.py",
     "scaling/aws.py",
+    "alerts/secrets.py",  # Powertools Parameters: Secrets Manager and SSM through boto3
 }
 AWS_ADAPTER_PACKAGES = ("local/lambda_runtime/",)
 #: Modules that may import moto: the emulator and its patches.
-MOTO_USERS = {"local/emulator.py", "local/in_process.py", "local/moto_patches.py"}
+MOTO_USERS = {
+    "local/emulator.py",
+    "local/in_process.py",
+    "local/moto_patches.py",
+    "local/moto_fastpath.py",
+}
 
 
 def imported_roots(path: Path) -> set[str]:
