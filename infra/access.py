@@ -8,6 +8,7 @@
 | parse    | rw    | get ``bodies/``; put+delete ``items/``       | fetch, control| task response |
 | sweeper  | rw    | -                                            | fetch, control| task response |
 | scaler   | rw    | -                                            | -             | -             |
+| notify   | get, put, delete | -                                 | -             | -             |
 
 plus, for the scaler, ``sqs:GetQueueAttributes`` on the fetch and parse queues,
 ``lambda:GetEventSourceMapping``/``UpdateEventSourceMapping`` on those two mappings only, and
@@ -33,6 +34,8 @@ from collections.abc import Sequence
 from aws_cdk import Annotations
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_secretsmanager as secrets
+from aws_cdk import aws_ssm as ssm
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
@@ -40,6 +43,7 @@ from infra.functions import Workers
 from infra.pipelines import PipelineSource
 from infra.queues import WorkQueues
 from infra.storage import Storage
+from stepcrawl.alerts.secrets import SSM_PREFIX
 from stepcrawl.crawl.paths import body_key, items_part_key, quarantine_prefix
 
 __all__ = ["BODIES", "ITEMS", "QUARANTINE", "WorkerAccess", "load_prefix_pattern"]
@@ -77,6 +81,7 @@ class WorkerAccess(Construct):
         queues: WorkQueues,
         machines: Sequence[sfn.IStateMachine],
         sources: Sequence[PipelineSource],
+        alert_secrets: Sequence[str] = (),
     ) -> None:
         super().__init__(scope, construct_id)
         table, bucket = storage.table, storage.bucket
@@ -136,6 +141,23 @@ class WorkerAccess(Construct):
         iam.Grant.add_to_principal(
             grantee=scaler, actions=["cloudwatch:GetMetricStatistics"], resource_arns=["*"]
         )
+
+        # notify: its post records in the table, and the channel secrets it is configured with.
+        notify = workers.notify
+        table.grant(notify, "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem")
+        for number, name in enumerate(alert_secrets):
+            if name.startswith(SSM_PREFIX):
+                ssm.StringParameter.from_secure_string_parameter_attributes(
+                    self, f"AlertParameter{number}", parameter_name=name[len(SSM_PREFIX) :]
+                ).grant_read(notify)
+            elif name.startswith("arn:"):
+                secrets.Secret.from_secret_complete_arn(
+                    self, f"AlertSecret{number}", name
+                ).grant_read(notify)
+            else:
+                secrets.Secret.from_secret_name_v2(self, f"AlertSecret{number}", name).grant_read(
+                    notify
+                )
 
     def _load_patterns(self, sources: Sequence[PipelineSource]) -> list[str]:
         patterns = []

@@ -17,7 +17,9 @@ from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sns_subscriptions as subscriptions
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
@@ -28,7 +30,8 @@ FAILED_STATUSES: Final = ("FAILED", "TIMED_OUT", "ABORTED")
 
 
 class AlertTopic(Construct):
-    """``topic`` (KMS-encrypted, TLS only) and the rule sending failed runs to it."""
+    """``topic`` (KMS-encrypted, TLS only), the notifier subscribed to it, and the rule
+    sending failed runs to it."""
 
     def __init__(
         self,
@@ -37,6 +40,7 @@ class AlertTopic(Construct):
         *,
         prefix: str,
         machines: Sequence[sfn.IStateMachine],
+        notifier: lambda_.IFunction,
     ) -> None:
         super().__init__(scope, construct_id)
         self.key = kms.Key(
@@ -50,6 +54,7 @@ class AlertTopic(Construct):
         self.topic = sns.Topic(
             self, "Topic", display_name=f"{prefix} alerts", master_key=self.key, enforce_ssl=True
         )
+        self.topic.add_subscription(subscriptions.LambdaSubscription(notifier))
         for service in ("cloudwatch.amazonaws.com", "events.amazonaws.com"):
             principal = iam.ServicePrincipal(service)
             self.key.grant(principal, "kms:Decrypt", "kms:GenerateDataKey*")

@@ -131,7 +131,7 @@ class StackConfig:
     #: The scaler's thresholds (``scaler`` context: an object of :class:`ScalerSettings`
     #: fields; docs/scaling.md).
     scaler: ScalerSettings = field(default_factory=ScalerSettings)
-    #: Accepted and validated, not used yet: no notifier function exists (alerting issue).
+    #: The notifier's channel secrets, by name (docs/alerts.md).
     alert_webhook_secrets: tuple[str, ...] = ()
 
     @property

@@ -34,6 +34,7 @@ from infra.retention import retention_days
 from infra.storage import Storage
 from stepcrawl.functions_spec import FUNCTION_MEMORY_MB
 from stepcrawl.names import (
+    ENV_ALERT_CHANNELS,
     ENV_BUCKET,
     ENV_CONTROL_QUEUE_URL,
     ENV_FETCH_MAPPING,
@@ -42,6 +43,7 @@ from stepcrawl.names import (
     ENV_PARSE_QUEUE_URL,
     ENV_PIPELINES_DIR,
     ENV_SCALER,
+    ENV_STAGE,
     ENV_TABLE,
     METRICS_NAMESPACE,
 )
@@ -51,6 +53,7 @@ __all__ = [
     "DISPATCH",
     "FETCH",
     "FUNCTIONS_DIR",
+    "NOTIFY",
     "PARSE",
     "SCALER",
     "SCALE_RATE",
@@ -98,6 +101,8 @@ SCALER: Final = WorkerSpec(
     SCALER_FUNCTION, Duration.minutes(1), FUNCTION_MEMORY_MB[SCALER_FUNCTION]
 )
 SCALE_RATE: Final = "rate(1 minute)"
+#: Alarm changes and failed runs (SNS) -> chat messages; a post may retry for up to a minute.
+NOTIFY: Final = WorkerSpec("notify", Duration.seconds(90), FUNCTION_MEMORY_MB["notify"])
 
 
 class StepcrawlFunction(Construct):
@@ -157,7 +162,8 @@ class StepcrawlFunction(Construct):
 
 
 class Workers(Construct):
-    """dispatch, fetch and parse, each fed by its queue, and the scheduled sweeper and scaler."""
+    """dispatch, fetch and parse, each fed by its queue, the scheduled sweeper and scaler, and
+    the notifier (subscribed to the alert topic by :mod:`infra.alerting`)."""
 
     def __init__(
         self,
@@ -243,6 +249,15 @@ class Workers(Construct):
                 ENV_FETCH_MAPPING: self.fetch_mapping.event_source_mapping_id,
                 ENV_PARSE_MAPPING: self.parse_mapping.event_source_mapping_id,
                 ENV_SCALER: config.scaler.model_dump_json(),
+            },
+        )
+        # The channels' secrets by name only (docs/alerts.md); Lambda retries a failed
+        # delivery twice, and the notifier's records keep it from posting twice.
+        self.notify = function(
+            NOTIFY,
+            {
+                ENV_ALERT_CHANNELS: ",".join(config.alert_webhook_secrets),
+                ENV_STAGE: config.stage,
             },
         )
         # A late tick is worthless: the next one, a minute away, measures afresh.

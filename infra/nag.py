@@ -80,6 +80,7 @@ def acknowledge_reviewed_findings(stack: StepcrawlStack) -> None:
         workers.parse,
         workers.sweeper,
         workers.scaler,
+        workers.notify,
     ):
         Validations.of(function).acknowledge(
             Acknowledgment(

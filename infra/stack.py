@@ -90,10 +90,15 @@ class StepcrawlStack(Stack):
             queues=self.queues,
             machines=[m.state_machine for m in self.pipelines.machines.values()],
             sources=self.sources,
+            alert_secrets=config.alert_webhook_secrets,
         )
         machines = {name: m.state_machine for name, m in self.pipelines.machines.items()}
         self.alerts = AlertTopic(
-            self, "Alerts", prefix=config.prefix, machines=list(machines.values())
+            self,
+            "Alerts",
+            prefix=config.prefix,
+            machines=list(machines.values()),
+            notifier=self.workers.notify,
         )
         self.alarms = Alarms(
             self,

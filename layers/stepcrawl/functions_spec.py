@@ -15,5 +15,5 @@ __all__ = ["FUNCTION_MEMORY_MB"]
 
 #: Function name (``functions/<name>/``) -> memory size in MB.
 FUNCTION_MEMORY_MB: Final[Mapping[str, int]] = MappingProxyType(
-    {"dispatch": 1024, "fetch": 512, "parse": 1024, "sweeper": 512, "scaler": 256}
+    {"dispatch": 1024, "fetch": 512, "parse": 1024, "sweeper": 512, "scaler": 256, "notify": 256}
 )

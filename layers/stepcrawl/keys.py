@@ -11,6 +11,7 @@
 | host breaker      | ``BREAKER#<host>``              | ``B``                      |
 | pipeline-run lock | ``PIPELINE#<pipeline>``         | ``RUNLOCK``                |
 | scaler state      | ``SCALER#<function>``           | ``S``                      |
+| alert post record | ``ALERT#<change and channel>``  | ``A``                      |
 | run's task slots  | ``ADMIT#<run>``                 | ``SLOTS``                  |
 | task admission    | ``ADMIT#<run>``                 | ``Q#<task>``               |
 | admitting run     | ``ADMITTING``                   | ``<run>``                  |
@@ -53,6 +54,7 @@ __all__ = [
     "admission_key",
     "admission_pk",
     "admitting_key",
+    "alert_key",
     "backlog_pk",
     "breaker_key",
     "failure_key",
@@ -174,3 +176,9 @@ def scaler_key(function: str) -> Key:
     """The scaler's state for one function's mapping: what it remembers between ticks, the
     concurrency it set and (fetch) the feed window."""
     return (f"SCALER#{function}", _SCALER_SK)
+
+
+def alert_key(key: str) -> Key:
+    """The record of one alert posted to one channel (the notifier's idempotency,
+    docs/alerts.md); ``key`` hashes the state change and the channel."""
+    return (f"ALERT#{key}", "A")

@@ -11,6 +11,7 @@ from typing import Final
 __all__ = [
     "CANCELLED_ERROR",
     "CONTROL_MESSAGE_VERSION",
+    "ENV_ALERT_CHANNELS",
     "ENV_BUCKET",
     "ENV_CONTROL_QUEUE_URL",
     "ENV_FETCH_CONCURRENCY",
@@ -21,22 +22,40 @@ __all__ = [
     "ENV_PIPELINES_DIR",
     "ENV_SCALER",
     "ENV_SHARDS",
+    "ENV_STAGE",
     "ENV_TABLE",
     "ENV_WINDOW",
     "ERROR_PREFIX",
     "MAX_RECEIVE_COUNT",
     "METRICS_NAMESPACE",
+    "METRIC_BACKLOG_CHUNKS_DRAINED",
+    "METRIC_BREAKER_OPEN_HOSTS",
     "METRIC_BREAKER_TRANSITIONS",
     "METRIC_BUNDLES",
     "METRIC_CONCURRENCY",
+    "METRIC_COST_MICRO_USD",
     "METRIC_FEED_WINDOW",
+    "METRIC_FETCH_DEFERRED",
     "METRIC_FETCH_ERRORS",
+    "METRIC_FETCH_LATENCY",
+    "METRIC_FETCH_RETRIES",
     "METRIC_FETCH_THROTTLED",
+    "METRIC_FRONTIER_BACKLOG",
+    "METRIC_HEARTBEATS",
     "METRIC_ITEMS",
+    "METRIC_LINKS_ADMITTED",
+    "METRIC_LINKS_DISCOVERED",
+    "METRIC_MESSAGES_FAILED",
+    "METRIC_PAGES_BY_STATUS",
+    "METRIC_PAGES_BY_STATUS_CLASS",
     "METRIC_PAGES_FAILED",
     "METRIC_PAGES_FETCHED",
     "METRIC_PAGES_RECORDED",
+    "METRIC_PARSE_LATENCY",
+    "METRIC_RUNNING_TASKS",
     "METRIC_SCALER_DECISIONS",
+    "METRIC_SWEEP_ERRORS",
+    "METRIC_URLS_FED",
     "OUTPUT_BUCKET_NAME",
     "OUTPUT_CONTROL_DLQ_URL",
     "OUTPUT_CONTROL_QUEUE_URL",
@@ -97,6 +116,11 @@ ENV_WINDOW: Final = "STEPCRAWL_WINDOW"
 ENV_FETCH_CONCURRENCY: Final = "STEPCRAWL_FETCH_CONCURRENCY"
 #: The scaler's thresholds (:class:`stepcrawl.scaling.ScalerSettings` as JSON).
 ENV_SCALER: Final = "STEPCRAWL_SCALER"
+#: The notifier's channels: names of Secrets Manager secrets (or ``ssm:<parameter>``), never
+#: the webhook URLs themselves (docs/alerts.md).
+ENV_ALERT_CHANNELS: Final = "STEPCRAWL_ALERT_CHANNELS"
+#: The deployment's stage (state machines are ``stepcrawl-<stage>-<pipeline>``).
+ENV_STAGE: Final = "STEPCRAWL_STAGE"
 #: The event source mappings the scaler sets (their UUIDs).
 ENV_FETCH_MAPPING: Final = "STEPCRAWL_FETCH_MAPPING"
 ENV_PARSE_MAPPING: Final = "STEPCRAWL_PARSE_MAPPING"
@@ -118,6 +142,25 @@ METRIC_FETCH_ERRORS: Final = "FetchErrors"
 METRIC_CONCURRENCY: Final = "MaximumConcurrency"
 METRIC_SCALER_DECISIONS: Final = "ScalerDecisions"
 METRIC_FEED_WINDOW: Final = "FeedWindow"
+#: The rest of the catalogue (:mod:`stepcrawl.metrics_catalogue` says what each one means,
+#: its unit, its dimensions and who emits it; docs/operations.md lists them).
+METRIC_FETCH_LATENCY: Final = "FetchLatency"
+METRIC_PAGES_BY_STATUS_CLASS: Final = "PagesByStatusClass"
+METRIC_PAGES_BY_STATUS: Final = "PagesByStatus"
+METRIC_FETCH_RETRIES: Final = "FetchRetries"
+METRIC_FETCH_DEFERRED: Final = "FetchDeferred"
+METRIC_BREAKER_OPEN_HOSTS: Final = "BreakerOpenHosts"
+METRIC_MESSAGES_FAILED: Final = "MessagesFailed"
+METRIC_LINKS_DISCOVERED: Final = "LinksDiscovered"
+METRIC_LINKS_ADMITTED: Final = "LinksAdmitted"
+METRIC_PARSE_LATENCY: Final = "ParseLatency"
+METRIC_COST_MICRO_USD: Final = "CostMicroUsd"
+METRIC_URLS_FED: Final = "UrlsFed"
+METRIC_BACKLOG_CHUNKS_DRAINED: Final = "BacklogChunksDrained"
+METRIC_FRONTIER_BACKLOG: Final = "FrontierBacklog"
+METRIC_RUNNING_TASKS: Final = "RunningTasks"
+METRIC_HEARTBEATS: Final = "Heartbeats"
+METRIC_SWEEP_ERRORS: Final = "SweepErrors"
 
 # CloudFormation outputs of the stack: infra/stack.py declares them, every client of a
 # deployment (stepcrawl.deployment, local mode's report) finds the resources by them.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 from typing import Any
 
@@ -9,6 +10,9 @@ import pytest
 from infra.alarms import BURN_WINDOWS, RUN_SLO, longest_gap
 from infra.alerting import FAILED_STATUSES
 from infra.tracing import SAMPLING_RATE, SAMPLING_RESERVOIR
+from tests.infra.test_stack import allowed, role_of
+
+from stepcrawl.names import ENV_ALERT_CHANNELS, ENV_STAGE
 
 
 def _alarms(synth: Any) -> dict[str, dict[str, Any]]:
@@ -134,3 +138,31 @@ def test_runs_are_sampled_by_a_rule_of_the_stage(default) -> None:
 )
 def test_the_longest_gap_of_a_schedule(cron: str, gap: timedelta) -> None:
     assert longest_gap(cron, "UTC") == gap
+
+
+def test_the_notifier_is_subscribed_and_reads_only_its_secrets(synthesize) -> None:
+    synth = synthesize(
+        alert_webhook_secrets=json.dumps(["stepcrawl/alerts/dingtalk", "ssm:/stepcrawl/slack"])
+    )
+    notify = synth.stack.workers.notify
+    (subscription,) = synth.resources("AWS::SNS::Subscription").values()
+    assert subscription["Properties"]["Protocol"] == "lambda"
+    assert subscription["Properties"]["Endpoint"] == {
+        "Fn::GetAtt": [synth.logical_id(notify), "Arn"]
+    }
+    env = synth.json["Resources"][synth.logical_id(notify)]["Properties"]["Environment"]
+    variables = env["Variables"]
+    assert variables[ENV_ALERT_CHANNELS] == "stepcrawl/alerts/dingtalk,ssm:/stepcrawl/slack"
+    assert variables[ENV_STAGE] == "dev"
+    pairs = allowed(synth, role_of(synth, notify))
+    secrets = {r for a, r in pairs if a == "secretsmanager:GetSecretValue"}
+    assert len(secrets) == 1
+    assert "secret:stepcrawl/alerts/dingtalk-??????" in next(iter(secrets))
+    parameters = {r for a, r in pairs if a == "ssm:GetParameter"}
+    assert len(parameters) == 1
+    assert "parameter/stepcrawl/slack" in next(iter(parameters))
+    table = synth.logical_id(synth.stack.storage.table)
+    dynamodb = {a for a, r in pairs if a.startswith("dynamodb:")}
+    assert dynamodb == {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem"}
+    assert {r for a, r in pairs if a.startswith("dynamodb:")} == {f"<{table}.Arn>"}
+    assert not any(a.startswith(("sqs:", "s3:", "states:", "lambda:")) for a, _ in pairs)

@@ -48,6 +48,7 @@ def test_the_defaults_are_the_stacks_and_the_stated_ones() -> None:
         "parse": 1024,
         "sweeper": 512,
         "scaler": 256,
+        "notify": 256,
     }
     assert dict(FUNCTION_MEMORY_MB) == DEFAULTS.memory_mb
     assert DEFAULTS.fetch_in_flight == CrawlConfig().fetch_concurrency

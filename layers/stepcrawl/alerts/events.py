@@ -1,0 +1,465 @@
+"""What reaches the notifier: SNS records carrying CloudWatch alarm state changes or Step
+Functions "Execution Status Change" events, parsed into :class:`AlarmChange` and
+:class:`ExecutionChange`.
+
+Both come through the one alert topic: CloudWatch publishes the alarm's state-change JSON as
+the SNS message; an EventBridge rule publishes the whole EventBridge event (``detail-type``,
+``detail``...) for failed, timed-out and aborted executions. The models keep only what a
+message shows and what identifies a change (its source ARN, new state and the time of the
+change: the idempotency key of ``send``), and accept every other field CloudWatch or
+EventBridge adds, so that a new field in their JSON never breaks alerting.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any, Final, Literal
+from urllib.parse import quote
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from stepcrawl.names import CANCELLED_ERROR, REPLACED_ERROR
+
+__all__ = [
+    "EXECUTION_STATUS_CHANGE",
+    "AlarmChange",
+    "AlarmTrigger",
+    "AlertState",
+    "Change",
+    "ExecutionChange",
+    "Ignored",
+    "ParsedEvent",
+    "SnsEvent",
+    "SnsMessage",
+    "SnsRecord",
+    "parse_event",
+    "parse_message",
+    "pipeline_of_state_machine",
+]
+
+EXECUTION_STATUS_CHANGE: Final = "Step Functions Execution Status Change"
+#: Dimension names an alarm's metric may carry its pipeline under (case-insensitive).
+PIPELINE_DIMENSIONS: Final = frozenset({"pipeline", "pipelinename"})
+STATE_MACHINE_DIMENSION: Final = "statemachinearn"
+#: CloudWatch's wording of the newest datapoint: "... [12.0 (01/12/26 03:04:00), ...] ...".
+_DATAPOINT: Final = re.compile(r"\[\s*(-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)\s*\(")
+#: The threshold as CloudWatch words it when the trigger does not carry one (metric math).
+_THRESHOLD: Final = re.compile(r"the threshold \((-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)\)")
+_COMPARATORS: Final[Mapping[str, str]] = {
+    "GreaterThanOrEqualToThreshold": ">=",
+    "GreaterThanThreshold": ">",
+    "LessThanThreshold": "<",
+    "LessThanOrEqualToThreshold": "<=",
+    "LessThanLowerOrGreaterThanUpperThreshold": "outside the band",
+    "LessThanLowerThreshold": "< lower band",
+    "GreaterThanUpperThreshold": "> upper band",
+}
+_FAILED_STATUSES: Final = frozenset({"FAILED", "TIMED_OUT", "ABORTED"})
+_DELIBERATE_STOPS: Final = frozenset({CANCELLED_ERROR, REPLACED_ERROR})
+
+
+class AlertState(StrEnum):
+    """What a message says happened: an alert started, or it ended."""
+
+    FIRING = "FIRING"
+    RESOLVED = "RESOLVED"
+
+
+# ---- the SNS envelope ----------------------------------------------------------------------
+
+
+class SnsMessage(BaseModel):
+    """``Records[].Sns`` of the event SNS invokes Lambda with (only what the notifier reads)."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    message_id: str = Field(alias="MessageId")
+    message: str = Field(alias="Message")
+    subject: str | None = Field(default=None, alias="Subject")
+    timestamp: str | None = Field(default=None, alias="Timestamp")
+    topic_arn: str | None = Field(default=None, alias="TopicArn")
+
+
+class SnsRecord(BaseModel):
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    sns: SnsMessage = Field(alias="Sns")
+
+
+class SnsEvent(BaseModel):
+    """The event SNS invokes a Lambda function with. SNS sends one record per invocation
+    today; the model takes a list because the event format does."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    records: list[SnsRecord] = Field(alias="Records")
+
+
+# ---- CloudWatch alarm state changes --------------------------------------------------------
+
+
+class Dimension(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    name: str
+    value: str
+
+
+class AlarmTrigger(BaseModel):
+    """``Trigger`` of the alarm JSON. Metric-math alarms have ``Metrics`` instead of a metric
+    name, composite alarms no trigger at all: every field is optional."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    metric_name: str | None = Field(default=None, alias="MetricName")
+    namespace: str | None = Field(default=None, alias="Namespace")
+    dimensions: list[Dimension] = Field(default_factory=list, alias="Dimensions")
+    threshold: float | None = Field(default=None, alias="Threshold")
+    comparison_operator: str | None = Field(default=None, alias="ComparisonOperator")
+    period: int | None = Field(default=None, alias="Period")
+    evaluation_periods: int | None = Field(default=None, alias="EvaluationPeriods")
+    statistic: str | None = Field(default=None, alias="Statistic")
+
+
+class AlarmChange(BaseModel):
+    """A CloudWatch alarm changed state (the JSON CloudWatch publishes to SNS)."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True, frozen=True)
+
+    kind: Literal["alarm"] = "alarm"
+    alarm_name: str = Field(alias="AlarmName")
+    alarm_description: str | None = Field(default=None, alias="AlarmDescription")
+    alarm_arn: str = Field(alias="AlarmArn")
+    new_state_value: Literal["ALARM", "OK", "INSUFFICIENT_DATA"] = Field(alias="NewStateValue")
+    old_state_value: str | None = Field(default=None, alias="OldStateValue")
+    new_state_reason: str = Field(default="", alias="NewStateReason")
+    state_change_time: str = Field(alias="StateChangeTime")
+    #: CloudWatch writes the region's display name here ("US East (N. Virginia)"); the code
+    #: comes from the ARN (:attr:`region_code`).
+    region: str | None = Field(default=None, alias="Region")
+    trigger: AlarmTrigger | None = Field(default=None, alias="Trigger")
+
+    @property
+    def region_code(self) -> str:
+        return _arn_region(self.alarm_arn)
+
+    @property
+    def source(self) -> str:
+        """What changed: the alarm's ARN."""
+        return self.alarm_arn
+
+    @property
+    def change_state(self) -> str:
+        return self.new_state_value
+
+    @property
+    def change_time(self) -> str:
+        return self.state_change_time
+
+    @property
+    def state(self) -> AlertState | None:
+        """FIRING on entering ALARM; RESOLVED on leaving it; ``None`` for a change that ends
+        no alert (a new alarm settling from INSUFFICIENT_DATA to OK, or OK losing its data):
+        those are not worth a message, and posting them is the storm on every deploy."""
+        if self.new_state_value == "ALARM":
+            return AlertState.FIRING
+        if self.old_state_value == "ALARM":
+            return AlertState.RESOLVED
+        return None
+
+    def pipeline(self, stage: str | None = None) -> str | None:
+        """The pipeline the alarm watches: a ``pipeline`` dimension, else the state machine of
+        a ``StateMachineArn`` dimension (the AWS/States metrics); ``None`` for a stack-wide
+        alarm (a dead-letter queue, a function's errors)."""
+        dims = self.trigger.dimensions if self.trigger else []
+        for dim in dims:
+            if dim.name.lower() in PIPELINE_DIMENSIONS:
+                return dim.value
+        for dim in dims:
+            if dim.name.lower() == STATE_MACHINE_DIMENSION:
+                return pipeline_of_state_machine(dim.value.rsplit(":", 1)[-1], stage)
+        return None
+
+    @property
+    def run(self) -> str | None:
+        return None
+
+    @property
+    def metric(self) -> str | None:
+        if self.trigger is None or self.trigger.metric_name is None:
+            return None
+        if self.trigger.namespace:
+            return f"{self.trigger.namespace}/{self.trigger.metric_name}"
+        return self.trigger.metric_name
+
+    @property
+    def threshold(self) -> str | None:
+        """``> 5`` from the trigger (or the reason's wording, for metric-math alarms)."""
+        value = self.trigger.threshold if self.trigger else None
+        if value is None:
+            found = _THRESHOLD.search(self.new_state_reason)
+            value = float(found.group(1)) if found else None
+        if value is None:
+            return None
+        operator = self.trigger.comparison_operator if self.trigger else None
+        symbol = _COMPARATORS.get(operator or "", operator or "")
+        return f"{symbol} {_number(value)}".strip()
+
+    @property
+    def current_value(self) -> str | None:
+        """The newest datapoint CloudWatch quotes in ``NewStateReason``; ``None`` when it
+        quotes none ("no datapoints were received")."""
+        found = _DATAPOINT.search(self.new_state_reason)
+        return _number(float(found.group(1))) if found else None
+
+    @property
+    def title(self) -> str:
+        return self.alarm_name
+
+    @property
+    def reason(self) -> str:
+        return self.new_state_reason
+
+    @property
+    def when(self) -> datetime | None:
+        return _parse_time(self.state_change_time)
+
+    @property
+    def console_url(self) -> str:
+        region = self.region_code
+        name = quote(self.alarm_name, safe="")
+        return (
+            f"https://{region}.console.aws.amazon.com/cloudwatch/home?region={region}"
+            f"#alarmsV2:alarm/{name}"
+        )
+
+
+# ---- Step Functions execution status changes -----------------------------------------------
+
+
+class ExecutionDetail(BaseModel):
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    execution_arn: str = Field(alias="executionArn")
+    state_machine_arn: str = Field(alias="stateMachineArn")
+    name: str
+    status: str
+    start_date: int | None = Field(default=None, alias="startDate")
+    stop_date: int | None = Field(default=None, alias="stopDate")
+    error: str | None = None
+    cause: str | None = None
+
+
+class ExecutionChange(BaseModel):
+    """An EventBridge "Step Functions Execution Status Change" event."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True, frozen=True)
+
+    kind: Literal["execution"] = "execution"
+    detail_type: str = Field(alias="detail-type")
+    time: str | None = None
+    region: str | None = None
+    detail: ExecutionDetail
+
+    @property
+    def source(self) -> str:
+        return self.detail.execution_arn
+
+    @property
+    def change_state(self) -> str:
+        return self.detail.status
+
+    @property
+    def change_time(self) -> str:
+        """The stop time (ms) EventBridge reports; the event's time for a running status."""
+        if self.detail.stop_date is not None:
+            return str(self.detail.stop_date)
+        return self.time or ""
+
+    @property
+    def stopped_on_purpose(self) -> bool:
+        """Aborted by ``stepcrawl cancel`` or by a newer run (``overlap: replace``): asked
+        for, so not an alert."""
+        return self.detail.status == "ABORTED" and self.detail.error in _DELIBERATE_STOPS
+
+    @property
+    def state(self) -> AlertState | None:
+        """FIRING for a failed, timed-out or aborted run (unless stopped on purpose),
+        RESOLVED for a succeeded one (only if the rule is widened to match it); ``None`` for
+        RUNNING and the like."""
+        if self.stopped_on_purpose:
+            return None
+        if self.detail.status in _FAILED_STATUSES:
+            return AlertState.FIRING
+        if self.detail.status == "SUCCEEDED":
+            return AlertState.RESOLVED
+        return None
+
+    @property
+    def state_machine(self) -> str:
+        return self.detail.state_machine_arn.rsplit(":", 1)[-1]
+
+    def pipeline(self, stage: str | None = None) -> str | None:
+        return pipeline_of_state_machine(self.state_machine, stage)
+
+    @property
+    def run(self) -> str | None:
+        return self.detail.name
+
+    @property
+    def metric(self) -> str | None:
+        return "execution status"
+
+    @property
+    def threshold(self) -> str | None:
+        return None
+
+    @property
+    def current_value(self) -> str | None:
+        return self.detail.status
+
+    @property
+    def title(self) -> str:
+        return f"run {self.detail.name} {self.detail.status.replace('_', ' ').lower()}"
+
+    @property
+    def reason(self) -> str:
+        parts = [part for part in (self.detail.error, self.detail.cause) if part]
+        return ": ".join(parts)
+
+    @property
+    def when(self) -> datetime | None:
+        if self.detail.stop_date is not None:
+            return datetime.fromtimestamp(self.detail.stop_date / 1000, tz=UTC)
+        return _parse_time(self.time) if self.time else None
+
+    @property
+    def region_code(self) -> str:
+        return self.region or _arn_region(self.detail.execution_arn)
+
+    @property
+    def console_url(self) -> str:
+        region = self.region_code
+        return (
+            f"https://{region}.console.aws.amazon.com/states/home?region={region}"
+            f"#/v2/executions/details/{self.detail.execution_arn}"
+        )
+
+
+Change = AlarmChange | ExecutionChange
+
+
+@dataclass(frozen=True)
+class Ignored:
+    """A message the notifier does not post, and why (logged, never raised: SNS would
+    redeliver it forever)."""
+
+    message_id: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class ParsedEvent:
+    changes: list[Change]
+    ignored: list[Ignored]
+
+
+# ---- parsing -------------------------------------------------------------------------------
+
+_STAGE_SEPARATOR: Final = "-"
+_PREFIX: Final = "stepcrawl-"
+
+
+def pipeline_of_state_machine(name: str, stage: str | None = None) -> str:
+    """``stepcrawl-<stage>-<pipeline>`` -> ``<pipeline>``.
+
+    Stages and pipeline names may both contain ``-``, so the split is exact only with the
+    stage known (the notifier's environment has it); without it the stage is taken to be
+    one word. A name that is not a stepcrawl state machine's is returned whole.
+    """
+    if not name.startswith(_PREFIX):
+        return name
+    rest = name[len(_PREFIX) :]
+    if stage is not None:
+        head = f"{stage}{_STAGE_SEPARATOR}"
+        return rest[len(head) :] if rest.startswith(head) and len(rest) > len(head) else rest
+    _, sep, pipeline = rest.partition(_STAGE_SEPARATOR)
+    return pipeline if sep and pipeline else rest
+
+
+def parse_message(message: str | Mapping[str, Any]) -> Change | str:
+    """One SNS message body as a change, or the reason it is not one."""
+    if isinstance(message, str):
+        try:
+            body = json.loads(message)
+        except ValueError:
+            return "the message is not JSON"
+    else:
+        body = message
+    if not isinstance(body, Mapping):
+        return "the message is not a JSON object"
+    try:
+        if "AlarmName" in body:
+            return AlarmChange.model_validate(body)
+        if body.get("detail-type") == EXECUTION_STATUS_CHANGE:
+            return ExecutionChange.model_validate(body)
+    except ValidationError as error:
+        return f"malformed: {error.errors()[0]['loc']}: {error.errors()[0]['msg']}"
+    return "neither a CloudWatch alarm state change nor a Step Functions status change"
+
+
+def parse_event(event: SnsEvent | Mapping[str, Any]) -> ParsedEvent:
+    """Every change an invocation carries, and every message skipped with its reason.
+
+    Takes the SNS event, or an EventBridge event itself (a rule may target the function
+    directly); a change that ends no alert (:attr:`AlarmChange.state` is ``None``) is skipped.
+    """
+    bodies: list[tuple[str, str | Mapping[str, Any]]]
+    if isinstance(event, Mapping) and "Records" not in event:
+        bodies = [(str(event.get("id", "event")), event)]
+    else:
+        sns = event if isinstance(event, SnsEvent) else SnsEvent.model_validate(event)
+        bodies = [(r.sns.message_id, r.sns.message) for r in sns.records]
+    changes: list[Change] = []
+    ignored: list[Ignored] = []
+    for message_id, body in bodies:
+        parsed = parse_message(body)
+        if isinstance(parsed, str):
+            ignored.append(Ignored(message_id, parsed))
+        elif parsed.state is None:
+            ignored.append(Ignored(message_id, _why_not(parsed)))
+        else:
+            changes.append(parsed)
+    return ParsedEvent(changes, ignored)
+
+
+def _why_not(change: Change) -> str:
+    if isinstance(change, AlarmChange):
+        return f"{change.change_state} from {change.old_state_value or '?'} ends no alert"
+    if change.stopped_on_purpose:
+        return f"{change.change_state} by {change.detail.error}: stopped on purpose"
+    return f"{change.change_state} is not an alert state"
+
+
+def _arn_region(arn: str) -> str:
+    parts = arn.split(":")
+    return parts[3] if len(parts) > 3 and parts[3] else "us-east-1"
+
+
+def _parse_time(text: str) -> datetime | None:
+    """CloudWatch's ``2026-01-12T03:05:00.123+0000`` (and any other ISO 8601 time)."""
+    try:
+        when = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
+
+
+def _number(value: float) -> str:
+    """``12.0`` -> ``12``; ``0.25`` stays: what a person reads in a chat message."""
+    return str(int(value)) if value.is_integer() else f"{value:g}"
