@@ -57,7 +57,7 @@ log = logging.getLogger(__name__)
 
 ROOT = Path(__file__).resolve().parents[3]
 LOCAL_STAGE = "local"
-_HANDLERS = ("dispatch", "fetch", "parse", "sweeper", SCALER)
+_HANDLERS = ("dispatch", "fetch", "parse", "sweeper", SCALER, "notify")
 #: Seconds between the scaler's ticks locally (a minute on AWS): a local crawl lasts seconds.
 LOCAL_SCALE_EVERY: Final = 3.0
 
