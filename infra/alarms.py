@@ -12,6 +12,10 @@ alert topic. What each means and what to do when it fires: docs/operations.md.
   it is still happening (so the alarm resolves soon after the cause stops).
 - **Stale pipeline**: a scheduled pipeline without a successful run for two of its longest
   gaps between fire times.
+- **Failing targets**: over five minutes, more than :data:`ERROR_RATIO` of the fetches failed
+  transiently or were throttled (the functions' ``FetchErrors``, ``FetchThrottled`` and
+  ``PagesFetched``, all tasks together).
+- **Breaker storm**: more than :data:`BREAKER_STORM` hosts' breakers opened in five minutes.
 
 Run failures themselves reach the topic through an EventBridge rule (:mod:`infra.alerting`).
 """
@@ -34,11 +38,32 @@ from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
 from infra.queues import WorkQueues
+from stepcrawl.names import (
+    METRIC_BREAKER_TRANSITIONS,
+    METRIC_FETCH_ERRORS,
+    METRIC_FETCH_THROTTLED,
+    METRIC_PAGES_FETCHED,
+    METRICS_NAMESPACE,
+)
 from stepcrawl.pipeline import Pipeline
 from stepcrawl.pipeline.schedule_expr import RateExpression, parse_schedule
 
-__all__ = ["BURN_WINDOWS", "QUEUE_AGE_LIMITS", "RUN_SLO", "Alarms", "BurnWindow", "longest_gap"]
+__all__ = [
+    "BREAKER_STORM",
+    "BURN_WINDOWS",
+    "ERROR_RATIO",
+    "QUEUE_AGE_LIMITS",
+    "RUN_SLO",
+    "Alarms",
+    "BurnWindow",
+    "longest_gap",
+]
 
+FETCH_SERVICE: Final = "fetch"  # the fetch function's ``service`` dimension (Powertools)
+#: Share of fetches failing or throttled, over five minutes, that calls someone.
+ERROR_RATIO: Final = 0.25
+#: Breakers opened within five minutes that make a storm.
+BREAKER_STORM: Final = 20
 #: The share of runs that should succeed (the error budget is the rest).
 RUN_SLO: Final = 0.95
 #: The oldest message a work queue may hold before the stage is called stuck. The fetch
@@ -143,6 +168,7 @@ class Alarms(Construct):
                     treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
                 )
             )
+        self._targets()
         for name, machine in machines.items():
             self._slo(name, machine)
             schedule = pipelines[name].schedule
@@ -154,6 +180,58 @@ class Alarms(Construct):
         alarm.add_ok_action(self.action)
         self.alarms.append(alarm)
         return alarm
+
+    def _targets(self) -> None:
+        five = Duration.minutes(5)
+
+        def fetch_metric(name: str, **dimensions: str) -> cloudwatch.Metric:
+            return cloudwatch.Metric(
+                namespace=METRICS_NAMESPACE,
+                metric_name=name,
+                dimensions_map={"service": FETCH_SERVICE, **dimensions},
+                statistic="Sum",
+                period=five,
+            )
+
+        ratio = cloudwatch.MathExpression(
+            expression="IF(pages > 0, (FILL(errors,0) + FILL(throttled,0)) / pages, 0)",
+            using_metrics={
+                "pages": fetch_metric(METRIC_PAGES_FETCHED),
+                "errors": fetch_metric(METRIC_FETCH_ERRORS),
+                "throttled": fetch_metric(METRIC_FETCH_THROTTLED),
+            },
+            label="failed or throttled fetches",
+            period=five,
+        )
+        self._add(
+            cloudwatch.Alarm(
+                self,
+                "FetchErrorRatio",
+                alarm_name=f"{self.prefix}-fetch-error-ratio",
+                alarm_description=(
+                    f"more than {ERROR_RATIO:.0%} of fetches failed or were throttled over "
+                    "5 min: targets or the network are failing"
+                ),
+                metric=ratio,
+                threshold=ERROR_RATIO,
+                comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                evaluation_periods=1,
+                treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            )
+        )
+        self._add(
+            cloudwatch.Alarm(
+                self,
+                "BreakerStorm",
+                alarm_name=f"{self.prefix}-breaker-storm",
+                alarm_description=f"more than {BREAKER_STORM} hosts' breakers opened in 5 min",
+                metric=fetch_metric(METRIC_BREAKER_TRANSITIONS, to="open"),
+                threshold=BREAKER_STORM,
+                comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                evaluation_periods=1,
+                treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            )
+        )
 
     def _slo(self, name: str, machine: sfn.IStateMachine) -> None:
         budget = 1 - RUN_SLO

@@ -7,12 +7,20 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from infra.alarms import BURN_WINDOWS, RUN_SLO, longest_gap
+from infra.alarms import BREAKER_STORM, BURN_WINDOWS, ERROR_RATIO, RUN_SLO, longest_gap
 from infra.alerting import FAILED_STATUSES
 from infra.tracing import SAMPLING_RATE, SAMPLING_RESERVOIR
 from tests.infra.test_stack import allowed, role_of
 
-from stepcrawl.names import ENV_ALERT_CHANNELS, ENV_STAGE
+from stepcrawl.names import (
+    ENV_ALERT_CHANNELS,
+    ENV_STAGE,
+    METRIC_BREAKER_TRANSITIONS,
+    METRIC_FETCH_ERRORS,
+    METRIC_FETCH_THROTTLED,
+    METRIC_PAGES_FETCHED,
+    METRICS_NAMESPACE,
+)
 
 
 def _alarms(synth: Any) -> dict[str, dict[str, Any]]:
@@ -166,3 +174,30 @@ def test_the_notifier_is_subscribed_and_reads_only_its_secrets(synthesize) -> No
     assert dynamodb == {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem"}
     assert {r for a, r in pairs if a.startswith("dynamodb:")} == {f"<{table}.Arn>"}
     assert not any(a.startswith(("sqs:", "s3:", "states:", "lambda:")) for a, _ in pairs)
+
+
+def test_failing_targets_and_breaker_storms_alarm_on_the_fetch_functions_metrics(default) -> None:
+    alarms = _alarms(default)
+    ratio = alarms["stepcrawl-dev-fetch-error-ratio"]
+    assert ratio["Threshold"] == ERROR_RATIO
+    metrics = {m["Id"]: m for m in ratio["Metrics"]}
+    assert "IF(pages > 0" in next(m["Expression"] for m in metrics.values() if "Expression" in m)
+    for name, id_ in (
+        (METRIC_PAGES_FETCHED, "pages"),
+        (METRIC_FETCH_ERRORS, "errors"),
+        (METRIC_FETCH_THROTTLED, "throttled"),
+    ):
+        stat = metrics[id_]["MetricStat"]
+        assert stat["Metric"]["MetricName"] == name
+        assert stat["Metric"]["Namespace"] == METRICS_NAMESPACE
+        # The scaler reads the same series: service alone, all tasks together.
+        assert stat["Metric"]["Dimensions"] == [{"Name": "service", "Value": "fetch"}]
+    storm = alarms["stepcrawl-dev-breaker-storm"]
+    assert storm["MetricName"] == METRIC_BREAKER_TRANSITIONS
+    assert {d["Name"]: d["Value"] for d in storm["Dimensions"]} == {
+        "service": "fetch",
+        "to": "open",
+    }
+    assert storm["Threshold"] == BREAKER_STORM
+    for alarm in (ratio, storm):
+        assert alarm["AlarmActions"] == alarm["OKActions"] == [_topic_ref(default)]
