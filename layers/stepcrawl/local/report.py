@@ -35,6 +35,7 @@ from stepcrawl.crawl.failures import list_failures
 from stepcrawl.crawl.tasklog import recorded_lines
 from stepcrawl.crawl.waiting import summarize_waiting, waiting_urls
 from stepcrawl.deployment import Deployment, RunStatus, TaskStatus
+from stepcrawl.local.report_html import write_report_html
 from stepcrawl.names import METRICS_NAMESPACE
 from stepcrawl.runtime import container_usage
 from stepcrawl.storage import Usage
@@ -110,6 +111,7 @@ def write_run_outputs(
     if cost is not None:
         report["cost"] = cost
     (out / "report.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    write_report_html(deployment, status, out, report)
     return report
 
 

@@ -1,0 +1,33 @@
+"""`stepcrawl diagnose`: what explains a run's failures and slowness, ranked by share.
+
+:func:`diagnose` is a pure function of a :class:`RunData`; :mod:`stepcrawl.diagnose.sources`
+builds one from a local run's files or from a deployed stack (AWS or local, alike).
+See docs/diagnose.md.
+"""
+
+from __future__ import annotations
+
+from stepcrawl.diagnose.analysis import BASES, KINDS, Cause, Diagnosis, auto_window, diagnose
+from stepcrawl.diagnose.model import (
+    Failure,
+    PageRecord,
+    RetryPolicy,
+    RunData,
+    ScalingTick,
+    TaskInfo,
+)
+
+__all__ = [
+    "BASES",
+    "KINDS",
+    "Cause",
+    "Diagnosis",
+    "Failure",
+    "PageRecord",
+    "RetryPolicy",
+    "RunData",
+    "ScalingTick",
+    "TaskInfo",
+    "auto_window",
+    "diagnose",
+]

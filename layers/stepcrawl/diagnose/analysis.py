@@ -1,0 +1,524 @@
+"""What explains a run's failures and slowness, ranked, each cause with its share.
+
+A pure function of :class:`~stepcrawl.diagnose.model.RunData`. Four kinds of cause, each with
+its own *base* (what its shares are shares of):
+
+- ``failures``: the failed URLs (failure records; a run without them, its failed page lines).
+  Each failed URL is grouped by host, failure class, status code, reason, time window and
+  task; a cause's share is the fraction of failed URLs in its group. Every dimension
+  partitions the failures, so shares add up to 100 % within a dimension and *overlap across*
+  dimensions: one 503 from ``a.example`` at 12:03 counts for that host, for ``transient``,
+  for 503 and for that minute. ``combination`` (host, class, status, window) groups them
+  jointly: its top entry is the single most common kind of failure.
+- ``slowness``: the pages' time, in page-milliseconds: each page's fetch and parse time, plus,
+  for a retried page, its earlier attempts (estimated as long as its last) and the backoff
+  between them (the mean of the retry policy's full jitter). Grouped by stage (fetch, parse,
+  retried attempts, retry backoff), status, outcome, window, host and task.
+- ``waiting``: the crawl tasks' wall time: the start before the first page, windows in which
+  no page was recorded, and scaler ticks that saw open breakers or throttling (local runs).
+- ``backlog``: an unfinished crawl's URLs still waiting, by what they wait for.
+
+``lift`` says how concentrated a cause is where the pages' own spread is known (windows,
+tasks): its share over its share of the pages, so a window holding 10 % of the pages and 80 %
+of the failures has a lift of 8, while a host that served every page explains nothing more
+than "everything" does.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Final
+
+from stepcrawl.diagnose.model import Failure, PageRecord, RunData
+
+__all__ = [
+    "BASES",
+    "KINDS",
+    "Cause",
+    "Diagnosis",
+    "auto_window",
+    "diagnose",
+    "window_label",
+]
+
+KINDS: Final = ("failures", "slowness", "waiting", "backlog")
+#: What each kind's shares are shares of.
+BASES: Final = {
+    "failures": "failed URLs",
+    "slowness": "page time (fetch + parse + retries), ms",
+    "waiting": "crawl wall time, s",
+    "backlog": "URLs still waiting",
+}
+#: Ties in share go to the more specific dimension.
+_SPECIFIC: Final = (
+    "combination",
+    "reason",
+    "status",
+    "host",
+    "window",
+    "class",
+    "stage",
+    "outcome",
+    "task",
+    "ticks",
+    "reason_waiting",
+)
+#: Window widths tried, shortest first: the first that splits the run in at most
+#: :data:`_MAX_WINDOWS` is used (per-minute buckets for runs up to half an hour).
+_WIDTHS: Final = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 86400)
+_MAX_WINDOWS: Final = 30
+#: Causes below this share are not listed; at most this many per dimension.
+MIN_SHARE: Final = 0.01
+PER_DIMENSION: Final = 5
+_COMBINATIONS: Final = 3
+NO_STATUS: Final = "no status"
+
+
+@dataclass(frozen=True)
+class Cause:
+    """One thing that explains part of a run's failures or time."""
+
+    kind: str  # failures | slowness | waiting | backlog
+    dimension: str  # host | class | status | reason | window | task | combination | stage ...
+    value: str
+    share: float  # of the kind's base, 0..1
+    amount: float  # in the base's unit
+    detail: str = ""
+    lift: float | None = None
+    #: A window's start (epoch seconds) for ``window`` causes.
+    window_start: float | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Diagnosis:
+    """The ranked causes of one run."""
+
+    run: str
+    pipeline: str
+    status: str
+    window_seconds: float
+    #: Per kind: the base's total (failed URLs, page-ms, wall seconds, waiting URLs).
+    bases: dict[str, float]
+    causes: list[Cause] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def ranked(self, kind: str | None = None, dimension: str | None = None) -> list[Cause]:
+        """Causes (of one kind, one dimension) by share, highest first."""
+        return [
+            c
+            for c in self.causes
+            if (kind is None or c.kind == kind) and (dimension is None or c.dimension == dimension)
+        ]
+
+    def top(self, kind: str, dimension: str | None = None) -> Cause | None:
+        found = self.ranked(kind, dimension)
+        return found[0] if found else None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "run": self.run,
+            "pipeline": self.pipeline,
+            "status": self.status,
+            "window_seconds": self.window_seconds,
+            "bases": {k: {"of": BASES[k], "total": v} for k, v in self.bases.items()},
+            "causes": [c.as_dict() for c in self.causes],
+            "notes": list(self.notes),
+        }
+
+
+def auto_window(span: float) -> float:
+    """The window width for a run spanning ``span`` seconds (at most 30 windows)."""
+    for width in _WIDTHS:
+        if span / width <= _MAX_WINDOWS:
+            return float(width)
+    return float(_WIDTHS[-1])
+
+
+def window_label(start: float, width: float) -> str:
+    """``HH:MM:SS-HH:MM:SS`` (UTC) of a window."""
+    fmt = "%H:%M:%S" if width < 60 or start % 60 else "%H:%M"
+    return (
+        f"{time.strftime(fmt, time.gmtime(start))}-{time.strftime(fmt, time.gmtime(start + width))}"
+    )
+
+
+def diagnose(run: RunData, window: float | None = None) -> Diagnosis:
+    """Rank what explains ``run``'s failures and slowness (see the module docstring)."""
+    times = [p.at for p in run.pages if p.at is not None] + [f.at for f in run.failures if f.at]
+    origin = run.started if run.started is not None else (min(times) if times else 0.0)
+    span = (max(times) - origin) if times else (run.seconds or 0.0)
+    width = float(window) if window else auto_window(max(span, 1.0))
+    # Windows on the clock's multiples of their width (per-minute buckets start at :00).
+    windows = _Windows(math.floor(origin / width) * width, width)
+    failed_pages = [p for p in run.pages if p.state == "failed"]
+    failures = run.failures or [_as_failure(p) for p in failed_pages]
+    slow = _slowness(run, windows)
+    causes = [
+        *_failures(run, failures, windows),
+        *slow,
+        *_waiting(run, windows),
+        *_backlog(run),
+    ]
+    causes.sort(key=lambda c: (KINDS.index(c.kind), -c.share, _rank(c.dimension), c.value))
+    notes = list(run.notes)
+    if run.pages and all(p.host is None for p in run.pages if p.state == "done"):
+        notes.append(
+            "hosts are known for failed pages only (the task log keeps a fingerprint of each "
+            "page, not its URL): slowness by host covers failed pages"
+        )
+    bases = {
+        "failures": float(len(failures)),
+        "slowness": round(sum(_page_ms(p, run) for p in run.pages), 1),
+        "waiting": float(run.crawl_seconds or 0.0),
+        "backlog": float(sum(sum(r.values()) for r in run.waiting.values())),
+    }
+    return Diagnosis(
+        run=run.run,
+        pipeline=run.pipeline,
+        status=run.status,
+        window_seconds=width,
+        bases=bases,
+        causes=causes,
+        notes=notes,
+    )
+
+
+# ---- failures -------------------------------------------------------------------------------
+
+
+def _failures(run: RunData, failures: Sequence[Failure], windows: _Windows) -> list[Cause]:
+    total = len(failures)
+    if not total:
+        return []
+    pages_per_window = Counter(windows.of(p.at) for p in run.pages if p.at is not None)
+    pages_per_task = Counter(p.task for p in run.pages)
+    n_pages = len(run.pages)
+    causes: list[Cause] = []
+
+    def group(
+        dimension: str,
+        key: Callable[[Failure], str | None],
+        detail: Callable[[str, list[Failure]], str],
+        lift: Callable[[str, int], float | None] = lambda _v, _n: None,
+    ) -> None:
+        groups: dict[str, list[Failure]] = defaultdict(list)
+        for failure in failures:
+            value = key(failure)
+            if value is not None:
+                groups[value].append(failure)
+        ranked = sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+        for value, members in ranked[:PER_DIMENSION]:
+            share = len(members) / total
+            if share < MIN_SHARE:
+                continue
+            start = windows.start_of(value) if dimension == "window" else None
+            causes.append(
+                Cause(
+                    "failures",
+                    dimension,
+                    value,
+                    share,
+                    float(len(members)),
+                    detail(value, members),
+                    lift(value, len(members)),
+                    start,
+                )
+            )
+
+    def pages_in(value: str) -> int:
+        start = windows.start_of(value)
+        return pages_per_window.get(start, 0) if start is not None else 0
+
+    def window_lift(value: str, n: int) -> float | None:
+        pages = pages_in(value)
+        return _lift(n / total, pages / n_pages) if pages and n_pages else None
+
+    def window_detail(value: str, members: list[Failure]) -> str:
+        pages = pages_in(value)
+        rate = f"{pages} page(s) recorded in the window; " if pages else ""
+        return rate + _top(f.host for f in members)
+
+    def task_lift(value: str, n: int) -> float | None:
+        pages = pages_per_task.get(value, 0)
+        return _lift(n / total, pages / n_pages) if pages and n_pages else None
+
+    group("host", lambda f: f.host or "(no host)", lambda _v, m: _top(f.cls for f in m))
+    group("class", lambda f: f.cls, lambda _v, m: _top(f.reason for f in m))
+    group("status", lambda f: _status(f.status), lambda _v, m: _top(f.host for f in m))
+    group("reason", lambda f: f.reason or None, lambda _v, m: _top(f.host for f in m))
+    group("window", lambda f: windows.label(f.at) if f.at else None, window_detail, window_lift)
+    if len({f.task for f in failures} | set(pages_per_task)) > 1:
+        group("task", lambda f: f.task, lambda _v, m: _top(f.cls for f in m), task_lift)
+    # The joint groups: the most common kinds of failure, all four dimensions at once.
+    joint = Counter(
+        (f.host or "(no host)", f.cls, _status(f.status), windows.label(f.at) if f.at else "")
+        for f in failures
+    )
+    for (host, cls, status, label), n in joint.most_common(_COMBINATIONS):
+        if n < 2 or n / total < MIN_SHARE:  # a single URL is not a pattern
+            continue
+        value = " · ".join(x for x in (host, cls, status, label) if x)
+        causes.append(Cause("failures", "combination", value, n / total, float(n)))
+    return causes
+
+
+def _as_failure(page: PageRecord) -> Failure:
+    return Failure(
+        task=page.task,
+        url=page.url or "",
+        host=page.host or "",
+        cls=page.outcome,
+        status=page.status,
+        reason="",
+        attempts=page.attempts,
+        depth=0,
+        at=page.at or 0.0,
+    )
+
+
+# ---- slowness -------------------------------------------------------------------------------
+
+
+def _page_ms(page: PageRecord, run: RunData) -> float:
+    earlier = max(0, page.attempts - 1)
+    return page.fetch_ms * (1 + earlier) + page.parse_ms + run.retry.expected_wait_ms(page.attempts)
+
+
+def _slowness(run: RunData, windows: _Windows) -> list[Cause]:
+    pages = [p for p in run.pages if p.state != "skipped"]
+    total = sum(_page_ms(p, run) for p in pages)
+    if total <= 0:
+        return []
+    causes: list[Cause] = []
+
+    def add(
+        dimension: str,
+        amounts: dict[str, float],
+        details: dict[str, str] | None = None,
+        lifts: dict[str, float | None] | None = None,
+    ) -> None:
+        ranked = sorted(amounts.items(), key=lambda kv: (-kv[1], kv[0]))
+        for value, amount in ranked[:PER_DIMENSION]:
+            share = amount / total
+            if share < MIN_SHARE:
+                continue
+            causes.append(
+                Cause(
+                    "slowness",
+                    dimension,
+                    value,
+                    share,
+                    round(amount, 1),
+                    (details or {}).get(value, ""),
+                    (lifts or {}).get(value),
+                    windows.start_of(value) if dimension == "window" else None,
+                )
+            )
+
+    retried = [p for p in pages if p.attempts > 1]
+    add(
+        "stage",
+        {
+            "fetch": sum(p.fetch_ms for p in pages),
+            "parse": sum(p.parse_ms for p in pages),
+            "retried attempts (est.)": sum(p.fetch_ms * (p.attempts - 1) for p in retried),
+            "retry backoff (est.)": sum(run.retry.expected_wait_ms(p.attempts) for p in retried),
+        },
+        {
+            "fetch": _latency(p.fetch_ms for p in pages if p.fetch_ms),
+            "parse": _latency(p.parse_ms for p in pages if p.parse_ms),
+            "retried attempts (est.)": f"{len(retried)} page(s) retried, each earlier attempt "
+            "counted as long as its last",
+            "retry backoff (est.)": f"{sum(p.attempts - 1 for p in retried)} retries at the mean "
+            f"of a full-jitter backoff from {run.retry.base_delay:g}s",
+        },
+    )
+    for dimension, key in (
+        ("status", lambda p: _status(p.status)),
+        ("outcome", lambda p: p.outcome),
+        ("task", lambda p: p.task),
+    ):
+        groups = _group_pages(pages, key)
+        if dimension == "task" and len(groups) < 2:
+            continue
+        add(
+            dimension,
+            {v: sum(_page_ms(p, run) for p in g) for v, g in groups.items()},
+            {v: f"{len(g)} page(s); " + _latency(p.fetch_ms for p in g) for v, g in groups.items()},
+            {
+                v: _lift(sum(_page_ms(p, run) for p in g) / total, len(g) / len(pages))
+                for v, g in groups.items()
+            },
+        )
+    timed = [p for p in pages if p.at is not None]
+    by_window = _group_pages(timed, lambda p: windows.label(p.at))
+    add(
+        "window",
+        {v: sum(_page_ms(p, run) for p in g) for v, g in by_window.items()},
+        {v: f"{len(g)} page(s); " + _latency(p.fetch_ms for p in g) for v, g in by_window.items()},
+        {
+            v: _lift(sum(_page_ms(p, run) for p in g) / total, len(g) / len(timed))
+            for v, g in by_window.items()
+        },
+    )
+    by_host = _group_pages([p for p in pages if p.host], lambda p: p.host or "")
+    add(
+        "host",
+        {v: sum(_page_ms(p, run) for p in g) for v, g in by_host.items()},
+        {
+            v: f"{len(g)} failed page(s); " + _latency(p.fetch_ms for p in g)
+            for v, g in by_host.items()
+        },
+    )
+    return causes
+
+
+def _group_pages(
+    pages: Iterable[PageRecord], key: Callable[[PageRecord], str]
+) -> dict[str, list[PageRecord]]:
+    groups: dict[str, list[PageRecord]] = defaultdict(list)
+    for page in pages:
+        groups[key(page)].append(page)
+    return groups
+
+
+# ---- waiting --------------------------------------------------------------------------------
+
+
+def _waiting(run: RunData, windows: _Windows) -> list[Cause]:
+    wall = run.crawl_seconds or 0.0
+    if wall <= 0:
+        return []
+    causes: list[Cause] = []
+
+    def add(dimension: str, value: str, seconds: float, detail: str) -> None:
+        seconds = min(seconds, wall)
+        if seconds / wall >= MIN_SHARE:
+            causes.append(
+                Cause("waiting", dimension, value, seconds / wall, round(seconds, 2), detail)
+            )
+
+    times = sorted(p.at for p in run.pages if p.at is not None)
+    if times and run.started is not None:
+        # Commit times are whole seconds: a start under a second is not told apart.
+        before = max(0.0, times[0] - run.started - 1.0)
+        add(
+            "stage",
+            "before the first page",
+            before,
+            "deploying the run's tasks, seeds, robots.txt, the first fetch and parse",
+        )
+    if times:
+        busy = {windows.of(t) for t in times}
+        first, last = windows.of(times[0]), windows.of(times[-1])
+        count = round((last - first) / windows.width) + 1
+        idle = [s for s in (first + i * windows.width for i in range(count)) if s not in busy]
+        if idle:
+            add(
+                "window",
+                "no page recorded",
+                len(idle) * windows.width,
+                f"{len(idle)} of {count} {windows.width:g}s windows without a page: "
+                "politeness, retry backoff, paused or open hosts, the feed window",
+            )
+    if len(run.ticks) > 1:
+        gaps = [b.t - a.t for a, b in zip(run.ticks, run.ticks[1:], strict=False) if b.t > a.t]
+        every = statistics.median(gaps) if gaps else 0.0
+        opened = [t for t in run.ticks if t.open_breakers > 0]
+        throttled = [t for t in run.ticks if t.throttle_ratio > 0]
+        n = len(run.ticks)
+        if opened:
+            add(
+                "ticks",
+                "breakers open",
+                len(opened) * every,
+                f"{len(opened)} of {n} scaler ticks saw open breakers (at most "
+                f"{max(t.open_breakers for t in opened)} hosts)",
+            )
+        if throttled:
+            add(
+                "ticks",
+                "throttled (429 / Retry-After)",
+                len(throttled) * every,
+                f"{len(throttled)} of {n} scaler ticks saw throttling (up to "
+                f"{max(t.throttle_ratio for t in throttled):.0%} of fetches)",
+            )
+    return causes
+
+
+def _backlog(run: RunData) -> list[Cause]:
+    totals: Counter[str] = Counter()
+    for reasons in run.waiting.values():
+        totals.update(reasons)
+    total = sum(totals.values())
+    return [
+        Cause(
+            "backlog",
+            "reason_waiting",
+            reason,
+            n / total,
+            float(n),
+            ", ".join(f"{t}: {r[reason]}" for t, r in run.waiting.items() if r.get(reason)),
+        )
+        for reason, n in totals.most_common()
+        if total
+    ]
+
+
+# ---- helpers --------------------------------------------------------------------------------
+
+
+class _Windows:
+    """Fixed-width time windows from the run's start, named by their clock times."""
+
+    def __init__(self, origin: float, width: float) -> None:
+        self.origin = origin
+        self.width = width
+        self._starts: dict[str, float] = {}
+
+    def of(self, at: float) -> float:
+        return self.origin + math.floor((at - self.origin) / self.width) * self.width
+
+    def label(self, at: float | None) -> str:
+        start = self.of(self.origin if at is None else at)
+        name = window_label(start, self.width)
+        self._starts[name] = start
+        return name
+
+    def start_of(self, label: str) -> float | None:
+        """The start of a window named by :meth:`label`."""
+        return self._starts.get(label)
+
+
+def _status(status: int | None) -> str:
+    return NO_STATUS if status is None else str(status)
+
+
+def _lift(share: float, base_share: float) -> float | None:
+    return round(share / base_share, 2) if base_share > 0 else None
+
+
+def _rank(dimension: str) -> int:
+    return _SPECIFIC.index(dimension) if dimension in _SPECIFIC else len(_SPECIFIC)
+
+
+def _top(values: Iterable[str], n: int = 3) -> str:
+    counted = Counter(v for v in values if v)
+    return ", ".join(f"{v} {c}" for v, c in counted.most_common(n))
+
+
+def _latency(values: Iterable[float]) -> str:
+    data = sorted(v for v in values if v)
+    if not data:
+        return ""
+    p50 = data[len(data) // 2]
+    p95 = data[min(len(data) - 1, math.ceil(0.95 * len(data)) - 1)]
+    return f"p50 {p50:.0f} ms, p95 {p95:.0f} ms"

@@ -1,0 +1,219 @@
+"""Where `stepcrawl diagnose` gets a run from: a local run's files, or a deployed stack.
+
+A deployed stack (AWS, or local mode's emulator behind ``stepcrawl serve``) is read through
+:class:`~stepcrawl.deployment.Deployment`, one code path for both: the run's status, its
+failure records and each crawl task's log. The log's page lines carry no time, but every log
+entry carries its expiry, written as the commit's time plus :data:`~stepcrawl.crawl.tasklog.
+LOG_TTL`: so each page gets the time of the commit that recorded it, to the second.
+
+A local run writes the same page records next to its report (``OUT/pages.jsonl``, one JSON
+object a page) with ``failures.jsonl``; ``report.json`` adds the tasks, the scaler's ticks
+and, for a crawl that did not finish, what its backlog waits for.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+from stepcrawl.crawl.failures import Failure, list_failures
+from stepcrawl.crawl.tasklog import LOG_TTL, Delta, fingerprint, log_entries
+from stepcrawl.diagnose.model import PageRecord, RunData, ScalingTick, TaskInfo
+from stepcrawl.errors import ConfigError
+
+if TYPE_CHECKING:
+    from stepcrawl.deployment import Deployment, RunStatus
+    from stepcrawl.storage import Table
+
+__all__ = [
+    "PAGES_FILE",
+    "from_deployment",
+    "from_report",
+    "page_records",
+    "run_data",
+    "write_page_records",
+]
+
+#: The page records of a local run, next to its report.json.
+PAGES_FILE: Final = "pages.jsonl"
+_FAILURES_FILE: Final = "failures.jsonl"
+
+
+def page_records(
+    table: Table, run: str, task: str, failures: Iterable[Failure] = ()
+) -> list[PageRecord]:
+    """Every page the task recorded (its last recording, as ``recorded_lines`` reads them),
+    with its commit's time, and the host and URL of those that failed."""
+    failed = {fingerprint(f.url): f for f in failures if f.task == task}
+    found: dict[int, PageRecord] = {}
+    for item in log_entries(table, run, task):
+        delta = Delta.of(item)
+        expires = item.get("expires_at")
+        at = float(expires) - LOG_TTL if expires is not None else None
+        for fp, line in delta.recorded:
+            found.pop(fp, None)
+            failure = failed.get(fp) if line.state == "failed" else None
+            found[fp] = PageRecord(
+                task=task,
+                state=line.state,
+                status=line.status,
+                failure=line.failure,
+                attempts=line.attempts,
+                size=line.size,
+                fetch_ms=line.fetch_ms,
+                parse_ms=line.parse_ms,
+                at=at,
+                host=failure.host if failure else None,
+                url=failure.url if failure else None,
+            )
+        for fp in delta.reopened:
+            found.pop(fp, None)
+    return list(found.values())
+
+
+def run_data(
+    deployment: Deployment,
+    status: RunStatus,
+    *,
+    report: Mapping[str, Any] | None = None,
+    waiting: Mapping[str, Mapping[str, int]] | None = None,
+) -> RunData:
+    """A run of a deployment, as the analysis reads it (``report``: a local run's report,
+    for its scaler ticks and its backlog's reasons)."""
+    table = deployment.table
+    failures = list_failures(table, status.run)
+    pages = [
+        page
+        for task in status.tasks.values()
+        if task.type == "crawl"
+        for page in page_records(table, status.run, task.id, failures)
+    ]
+    data = RunData(
+        run=status.run,
+        pipeline=status.pipeline,
+        status=status.status,
+        seconds=(status.stopped - status.started).total_seconds() if status.stopped else None,
+        started=status.started.timestamp(),
+        tasks={t.id: TaskInfo(t.id, t.type, t.state, t.seconds) for t in status.tasks.values()},
+        pages=pages,
+        failures=failures,
+        waiting={t: dict(r) for t, r in (waiting or {}).items()},
+    )
+    if report is not None:
+        data.ticks = _ticks(report)
+        data.waiting = data.waiting or _waiting(report)
+    return data
+
+
+def from_deployment(deployment: Deployment, run: str) -> RunData:
+    """Run ``run`` of a deployed stack: its status, failures, task logs and, for a crawl
+    task still running, what its backlog waits for."""
+    from stepcrawl.crawl.waiting import summarize_waiting, waiting_urls  # noqa: PLC0415
+
+    status = deployment.status(run)
+    running = [t.id for t in status.tasks.values() if t.type == "crawl" and t.state == "running"]
+    waiting: dict[str, dict[str, int]] = {}
+    if running:
+        shards = deployment.crawl_config().shards
+        waiting = {
+            task: summarize_waiting(waiting_urls(deployment.table, run, task, shards))
+            for task in running
+        }
+    data = run_data(deployment, status, waiting=waiting)
+    data.notes.append(
+        "a deployed run: the scaler's ticks are in CloudWatch (not read here); "
+        "a local run's report.json has them"
+    )
+    return data
+
+
+def from_report(path: Path) -> RunData:
+    """A local run from its ``report.json`` and, beside it, ``failures.jsonl`` and
+    ``pages.jsonl`` (a report without page records still ranks its failures)."""
+    try:
+        report = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot read {path}: {exc}") from None
+    if not isinstance(report, dict) or "tasks" not in report:
+        raise ConfigError(f"{path} is not a run's report.json (written by stepcrawl run / demo)")
+    folder = path.parent
+    failures = [Failure(**row) for row in _jsonl(folder / _FAILURES_FILE)]
+    pages = [PageRecord.from_dict(row) for row in _jsonl(folder / PAGES_FILE)]
+    notes = []
+    if not (folder / PAGES_FILE).exists():
+        notes.append(
+            f"no {PAGES_FILE} beside {path.name} (a report of an older stepcrawl): failures "
+            "are ranked, slowness is not"
+        )
+    tasks = {
+        str(task_id): TaskInfo(
+            str(task_id),
+            str(info.get("type", "")),
+            str(info.get("state", "")),
+            float(info["seconds"]) if info.get("seconds") is not None else None,
+        )
+        for task_id, info in dict(report["tasks"]).items()
+    }
+    return RunData(
+        run=str(report.get("run", "")),
+        pipeline=str(report.get("pipeline", "")),
+        status=str(report.get("status", "")),
+        seconds=float(report["seconds"]) if report.get("seconds") is not None else None,
+        started=_started(report),
+        tasks=tasks,
+        pages=pages,
+        failures=failures,
+        ticks=_ticks(report),
+        waiting=_waiting(report),
+        notes=notes,
+    )
+
+
+def write_page_records(path: Path, pages: Sequence[PageRecord]) -> None:
+    """``pages.jsonl``: one page record a line, in commit order."""
+    ordered = sorted(pages, key=lambda p: (p.at or 0.0, p.task))
+    with path.open("w", encoding="utf-8") as handle:
+        for page in ordered:
+            handle.write(json.dumps(page.as_dict()) + "\n")
+
+
+def _jsonl(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    rows = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(dict(json.loads(line)))
+        except (ValueError, TypeError) as exc:
+            raise ConfigError(f"{path}:{number}: not a JSON object ({exc})") from None
+    return rows
+
+
+def _ticks(report: Mapping[str, Any]) -> list[ScalingTick]:
+    return [ScalingTick.from_report(t) for t in report.get("scaling") or [] if isinstance(t, dict)]
+
+
+def _waiting(report: Mapping[str, Any]) -> dict[str, dict[str, int]]:
+    return {
+        str(task_id): {str(k): int(v) for k, v in info["waiting"].get("by_reason", {}).items()}
+        for task_id, info in dict(report.get("tasks", {})).items()
+        if isinstance(info, dict) and isinstance(info.get("waiting"), dict)
+    }
+
+
+def _started(report: Mapping[str, Any]) -> float | None:
+    """The run's start (epoch seconds), if the report says it (``started``, ISO 8601)."""
+    value = report.get("started")
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return datetime.fromisoformat(value).timestamp()
+        except ValueError:
+            return None
+    return None
