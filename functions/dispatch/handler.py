@@ -14,7 +14,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from stepcrawl.crawl.lambdas import dispatch_record
-from stepcrawl.runtime import services_from_env
+from stepcrawl.runtime import log_metrics, services_from_env
 
 logger = Logger(service="dispatch")
 tracer = Tracer(service="dispatch")
@@ -25,6 +25,7 @@ def record_handler(record: SQSRecord) -> None:
     dispatch_record(services_from_env(), record.body)
 
 
+@log_metrics("dispatch")
 @tracer.capture_lambda_handler
 @logger.inject_lambda_context
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:

@@ -4,21 +4,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools import Logger, Tracer
 from aws_lambda_powertools.utilities.parser import parse
 from aws_lambda_powertools.utilities.parser.models import SqsModel
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from stepcrawl.crawl.lambdas import parse_records
-from stepcrawl.names import METRICS_NAMESPACE
-from stepcrawl.runtime import services_from_env
+from stepcrawl.runtime import log_metrics, services_from_env
 
 logger = Logger(service="parse")
 tracer = Tracer(service="parse")
-metrics = Metrics(namespace=METRICS_NAMESPACE, service="parse")
 
 
-@metrics.log_metrics
+@log_metrics("parse")
 @tracer.capture_lambda_handler
 @logger.inject_lambda_context
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:

@@ -8,12 +8,13 @@ from aws_lambda_powertools import Logger, Tracer
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from stepcrawl.crawl.lambdas import run_sweeper
-from stepcrawl.runtime import services_from_env
+from stepcrawl.runtime import log_metrics, services_from_env
 
 logger = Logger(service="sweeper")
 tracer = Tracer(service="sweeper")
 
 
+@log_metrics("sweeper")
 @tracer.capture_lambda_handler
 @logger.inject_lambda_context
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, int]:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import threading
 from collections.abc import Callable
-from typing import Final, Generic, TypeVar
+from typing import Final, Generic, ParamSpec, TypeVar
 
 from stepcrawl.crawl.context import (
     DEPLOYED_SETTINGS,
@@ -16,6 +17,7 @@ from stepcrawl.crawl.context import (
 )
 from stepcrawl.errors import ConfigError
 from stepcrawl.fetch import Fetcher
+from stepcrawl.metrics_catalogue import MetricRecorder, Recorded
 from stepcrawl.names import (
     ENV_BUCKET,
     ENV_CONTROL_QUEUE_URL,
@@ -31,13 +33,18 @@ __all__ = [
     "close_containers",
     "container_fetcher",
     "container_loop",
+    "container_metrics",
     "container_usage",
+    "log_metrics",
+    "publish_metrics",
     "services_from_env",
     "table_from_env",
 ]
 
 
 T = TypeVar("T")
+P = ParamSpec("P")
+R = TypeVar("R")
 _RESOURCES = (ENV_TABLE, ENV_FETCH_QUEUE_URL, ENV_PARSE_QUEUE_URL, ENV_BUCKET)
 
 
@@ -124,7 +131,7 @@ def _services() -> CrawlServices:
         meter=meter,
         config=config,
         table_writers=lambda table: DynamoBatchWriter(table, meter=meter),
-        metric=_powertools_metric,
+        metric=container_metrics(),
         control_queue=(
             SqsQueue(os.environ[ENV_CONTROL_QUEUE_URL], meter=meter)
             if os.environ.get(ENV_CONTROL_QUEUE_URL)
@@ -150,13 +157,70 @@ def container_usage() -> dict[str, Usage]:
     return usage
 
 
-def _powertools_metric(name: str, value: float) -> None:
-    # Powertools' Metrics instances share one metric set per process: the handler's
-    # @metrics.log_metrics flushes what the library added here.
-    from aws_lambda_powertools import Metrics  # noqa: PLC0415
-    from aws_lambda_powertools.metrics import MetricUnit  # noqa: PLC0415
+#: ``container_metrics()``: this container's metric recorder; its handler prints it after
+#: each invocation (:func:`log_metrics`). Per container, not per process: Powertools'
+#: ``Metrics`` keeps one metric set per process, which local mode's containers (threads of
+#: one process) would share, printing one function's metrics under another's ``service``.
+container_metrics: Final = _PerContainer(MetricRecorder)
 
-    Metrics(namespace=METRICS_NAMESPACE).add_metric(name=name, unit=MetricUnit.Count, value=value)
+#: Samples of one metric per EMF line: Powertools prints a line by itself at the 100th value
+#: (EMF's limit), which would leave the rest of the line's metrics to a second line anyway.
+_SAMPLES_PER_LINE: Final = 99
+
+
+def publish_metrics(service: str, recorder: MetricRecorder | None = None) -> int:
+    """Print what ``recorder`` (the container's) holds as EMF lines through Powertools, and
+    forget it; the number of lines.
+
+    One line per set of dimension values (EMF gives a line's metrics one set of values): its
+    ``Dimensions`` are every dimension set the catalogue declares for those metrics, each with
+    ``service``, so CloudWatch keeps the per-task series and the function's total from one line.
+    """
+    from aws_lambda_powertools.metrics.provider.cloudwatch_emf.cloudwatch import (  # noqa: PLC0415
+        AmazonCloudWatchEMFProvider,
+    )
+
+    held = (recorder or container_metrics()).drain()
+    lines: dict[tuple[tuple[tuple[str, str], ...], tuple[tuple[str, ...], ...]], list[Recorded]]
+    lines = {}
+    for recorded in held:
+        lines.setdefault((recorded.dimensions, recorded.spec.dimensions), []).append(recorded)
+    printed = 0
+    for (dimensions, dimension_sets), metrics in lines.items():
+        values = dict(dimensions)
+        longest = max(len(m.values) for m in metrics)
+        for start in range(0, longest, _SAMPLES_PER_LINE):
+            provider = AmazonCloudWatchEMFProvider(namespace=METRICS_NAMESPACE)
+            provider.add_dimension(name="service", value=service)
+            for name in dimension_sets[0]:
+                provider.add_dimension(name=name, value=values[name])
+            for extra in dimension_sets[1:]:
+                provider.add_dimensions(service=service, **{name: values[name] for name in extra})
+            for metric in metrics:
+                for value in metric.values[start : start + _SAMPLES_PER_LINE]:
+                    provider.add_metric(name=metric.spec.name, unit=metric.spec.unit, value=value)
+            if provider.metric_set:
+                provider.flush_metrics()
+                printed += 1
+    return printed
+
+
+def log_metrics(service: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """Decorate a handler: print the container's metrics after each invocation (also when it
+    raises), under ``service``. What Powertools' ``@metrics.log_metrics`` does for its own
+    metric set."""
+
+    def decorate(handler: Callable[P, R]) -> Callable[P, R]:
+        @functools.wraps(handler)
+        def wrapped(*args: P.args, **kwargs: P.kwargs) -> R:
+            try:
+                return handler(*args, **kwargs)
+            finally:
+                publish_metrics(service)
+
+        return wrapped
+
+    return decorate
 
 
 def table_from_env() -> Table:
@@ -202,6 +266,7 @@ def close_containers() -> None:
     """
     # The containers are gone: so are their services (clients of a stopped emulator).
     services_from_env.cache_clear()
+    container_metrics.cache_clear()
     with _opened_lock:
         opened, _opened[:] = list(_opened), []
     for loop, fetcher in opened:

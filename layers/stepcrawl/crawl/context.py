@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from stepcrawl.breaker import BreakerBook, BreakerConfig
 from stepcrawl.crawl.tasklog import TaskLogs
 from stepcrawl.errors import ConfigError
+from stepcrawl.metrics_catalogue import MetricRecorder, MetricSink
 from stepcrawl.names import ENV_FETCH_CONCURRENCY, ENV_SHARDS, ENV_WINDOW
 from stepcrawl.pipeline import Pipeline, load_pipeline
 from stepcrawl.scaling.scaler import FeedWindow
@@ -164,8 +165,10 @@ class CrawlServices:
     #: The control queue, to hand an admitted ETL task to dispatch (None: run it in place,
     #: as the in-memory runner does).
     control_queue: Queue | None = None
-    #: Count a metric (name, value); on Lambda, CloudWatch through Powertools' EMF.
-    metric: Callable[[str, float], None] = field(default=lambda _name, _value: None)
+    #: Emit a metric of the catalogue: ``metric(METRIC_X, value, pipeline=..., task=...)``
+    #: (:mod:`stepcrawl.metrics_catalogue`). By default an in-memory recorder (tests read it
+    #: back); on Lambda the container's, which the handler prints as EMF after each invocation.
+    metric: MetricSink = field(default_factory=MetricRecorder)
 
     @cached_property
     def breaker(self) -> BreakerBook:

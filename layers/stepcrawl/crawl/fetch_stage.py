@@ -14,6 +14,7 @@ import hashlib
 import math
 import random
 import time
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Final, Protocol
@@ -30,10 +31,17 @@ from stepcrawl.extract.urls import url_host
 from stepcrawl.fetch import FetchPolicy, FetchResult
 from stepcrawl.fetch.policy import normalize_domain
 from stepcrawl.keys import url_hash
+from stepcrawl.metrics_catalogue import status_class, status_code
 from stepcrawl.names import (
+    METRIC_BREAKER_OPEN_HOSTS,
     METRIC_BREAKER_TRANSITIONS,
+    METRIC_FETCH_DEFERRED,
     METRIC_FETCH_ERRORS,
+    METRIC_FETCH_LATENCY,
+    METRIC_FETCH_RETRIES,
     METRIC_FETCH_THROTTLED,
+    METRIC_PAGES_BY_STATUS,
+    METRIC_PAGES_BY_STATUS_CLASS,
     METRIC_PAGES_FETCHED,
 )
 from stepcrawl.pipeline import CrawlTask, Pipeline
@@ -203,6 +211,11 @@ def _defer_paused(
             ready.append(message)
     if later:
         services.fetch_queue.send_batch(later)
+    if messages:
+        first = messages[0]  # one task's batch
+        deferred = len(later)
+        services.metric(METRIC_FETCH_DEFERRED, deferred, pipeline=first.pipeline, task=first.task)
+        services.metric(METRIC_BREAKER_OPEN_HOSTS, len(unhealthy))
     return ready
 
 
@@ -251,17 +264,15 @@ def _outcomes(
     transitions = services.breaker.record_many(
         [(url_host(m.ref.url), o) for m, o in zip(messages, outcomes, strict=True)], breakers
     )
-    for _ in transitions:
-        services.metric(METRIC_BREAKER_TRANSITIONS, 1)
-    # The targets' health per batch, which the scaler reads back (docs/scaling.md).
-    services.metric(METRIC_PAGES_FETCHED, len(outcomes))
-    services.metric(METRIC_FETCH_THROTTLED, sum(o == "throttle" for o in outcomes))
-    services.metric(METRIC_FETCH_ERRORS, sum(o == "transient" for o in outcomes))
+    _count_outcomes(services, pipeline.name, task.id, results, outcomes)
+    for edge, count in Counter(t.to_state for t in transitions).items():
+        services.metric(METRIC_BREAKER_TRANSITIONS, count, to=edge)
     now_s = services.clock()
     now = datetime.now(UTC).isoformat(timespec="seconds")
     envelopes: list[PageEnvelope] = []
     retries: list[OutMessage] = []
     waits: list[tuple[UrlRef, str]] = []
+    retried: Counter[str] = Counter()
     for message, result, outcome in zip(messages, results, outcomes, strict=True):
         ref = message.ref
         if outcome == "throttle" and result.retry_after:
@@ -272,6 +283,7 @@ def _outcomes(
             delay = _backoff(ref.attempt, retry.base_delay, retry.max_delay, result.retry_after)
             delay = min(delay, math.ceil(retry.max_retry_after))
             again = ref.model_copy(update={"attempt": ref.attempt + 1})
+            retried[outcome] += 1
             if delay > MAX_SQS_DELAY:
                 # Longer than SQS can hold a message: wait in the frontier instead.
                 waits.append((again.model_copy(update={"not_before": now_s + delay}), "retry"))
@@ -308,7 +320,35 @@ def _outcomes(
     for ref, _ in waits:
         chunk = f"retry-{url_hash(ref.url)}-{ref.attempt}"
         enqueue(services, messages[0].run, task.id, [ref], chunk)
+    for cls, count in retried.items():
+        services.metric(
+            METRIC_FETCH_RETRIES, count, pipeline=pipeline.name, task=task.id, **{"class": cls}
+        )
     return envelopes
+
+
+def _count_outcomes(
+    services: CrawlServices,
+    pipeline: str,
+    task: str,
+    results: Sequence[FetchResult],
+    outcomes: Sequence[str],
+) -> None:
+    """The batch's attempts as metrics: the targets' health, which the scaler reads back
+    (docs/scaling.md), their statuses and latencies (docs/operations.md)."""
+    services.metric(METRIC_PAGES_FETCHED, len(outcomes), pipeline=pipeline, task=task)
+    throttled = sum(o == "throttle" for o in outcomes)
+    services.metric(METRIC_FETCH_THROTTLED, throttled, pipeline=pipeline, task=task)
+    errors = sum(o == "transient" for o in outcomes)
+    services.metric(METRIC_FETCH_ERRORS, errors, pipeline=pipeline, task=task)
+    latencies = [r.elapsed_ms for r in results]
+    services.metric(METRIC_FETCH_LATENCY, latencies, pipeline=pipeline, task=task)
+    for cls, count in Counter(status_class(r.status) for r in results).items():
+        services.metric(
+            METRIC_PAGES_BY_STATUS_CLASS, count, pipeline=pipeline, task=task, status_class=cls
+        )
+    for code, count in Counter(status_code(r.status) for r in results).items():
+        services.metric(METRIC_PAGES_BY_STATUS, count, status=code)
 
 
 def _backoff(attempt: int, base: float, cap: float, retry_after: float | None) -> int:

@@ -30,6 +30,7 @@ from stepcrawl.crawl.ring import shard_of
 from stepcrawl.extract.urls import url_host
 from stepcrawl.keys import backlog_pk, shard_key
 from stepcrawl.locks import LeaseLock
+from stepcrawl.names import METRIC_BACKLOG_CHUNKS_DRAINED, METRIC_URLS_FED
 from stepcrawl.pipeline import Politeness
 from stepcrawl.storage import MAX_SQS_DELAY, OutMessage
 
@@ -225,6 +226,9 @@ def _feed_chunks(
     for chunk, size, rest in rest_chunks:
         if len(rest) != size:
             services.table.put(chunk_item(chunk["pk"], chunk["sk"], rest))
+    pipeline, task = where.pipeline, where.task
+    services.metric(METRIC_URLS_FED, len(out), pipeline=pipeline, task=task)
+    services.metric(METRIC_BACKLOG_CHUNKS_DRAINED, len(done_chunks), pipeline=pipeline, task=task)
     return len(out)
 
 

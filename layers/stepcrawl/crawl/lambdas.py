@@ -15,7 +15,16 @@ from stepcrawl.crawl.fetch_stage import BatchFetcher, process_fetch_batch, recor
 from stepcrawl.crawl.messages import ControlMessage, FetchMessage, ParseBundle
 from stepcrawl.crawl.parse_stage import process_bundles
 from stepcrawl.crawl.sweeper import sweep_running
-from stepcrawl.names import MAX_RECEIVE_COUNT, METRIC_BUNDLES, METRIC_PAGES_RECORDED
+from stepcrawl.names import (
+    MAX_RECEIVE_COUNT,
+    METRIC_BUNDLES,
+    METRIC_FRONTIER_BACKLOG,
+    METRIC_HEARTBEATS,
+    METRIC_MESSAGES_FAILED,
+    METRIC_RUNNING_TASKS,
+    METRIC_SWEEP_ERRORS,
+)
+from stepcrawl.scaling.signals import frontier_backlog
 
 __all__ = ["SqsRecord", "dispatch_record", "fetch_records", "parse_records", "run_sweeper"]
 
@@ -63,25 +72,32 @@ def parse_records(services: CrawlServices, records: Sequence[SqsRecord]) -> dict
         except ValueError:
             logger.exception("unreadable parse message %s", record.messageId)
             failed.append(record.messageId)
+    # Bundles handled, whatever their outcome: the parse function's drain rate (the scaler).
+    services.metric(METRIC_BUNDLES, len(records))
     try:
         with _billed(services):
             outcomes = process_bundles(services, [bundle for _, bundle in bundles])
     except Exception:
         logger.exception("parse batch failed; all %d records come back", len(records))
-        return {"batchItemFailures": [{"itemIdentifier": r.messageId} for r in records]}
-    for (ident, _), outcome in zip(bundles, outcomes, strict=True):
-        if isinstance(outcome, BaseException):
-            failed.append(ident)
-        else:
-            services.metric(METRIC_PAGES_RECORDED, outcome)
-    # Bundles handled, whatever their outcome: the parse function's drain rate (the scaler).
-    services.metric(METRIC_BUNDLES, len(records))
+        failed = [r.messageId for r in records]
+    else:
+        for (ident, _), outcome in zip(bundles, outcomes, strict=True):
+            if isinstance(outcome, BaseException):
+                failed.append(ident)
+    # (PagesRecorded and the other page metrics are counted by the parse stage, per task.)
+    services.metric(METRIC_MESSAGES_FAILED, len(failed))
     return {"batchItemFailures": [{"itemIdentifier": ident} for ident in failed]}
 
 
 def run_sweeper(services: CrawlServices) -> dict[str, int]:
-    """The scheduled sweep; its counts go to the log."""
+    """The scheduled sweep; its counts go to the log and to metrics, with the frontier's
+    backlog (read here, once a sweep: not in :func:`sweep_running`, which the in-memory runner
+    calls after every round)."""
     report = sweep_running(services)
+    services.metric(METRIC_RUNNING_TASKS, report.tasks)
+    services.metric(METRIC_HEARTBEATS, report.heartbeats)
+    services.metric(METRIC_SWEEP_ERRORS, report.errors)
+    services.metric(METRIC_FRONTIER_BACKLOG, frontier_backlog(services.table))
     return {
         "tasks": report.tasks,
         "sent": report.sent,
@@ -122,6 +138,7 @@ def fetch_records(
             except Exception:
                 logger.exception("could not record %s as failed", message.ref.url)
                 failed.append(record.messageId)
+    services.metric(METRIC_MESSAGES_FAILED, len(failed))
     return {"batchItemFailures": [{"itemIdentifier": ident} for ident in failed]}
 
 

@@ -29,12 +29,14 @@ import hashlib
 import json
 import logging
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from stepcrawl.crawl.accounting import failure_record
 from stepcrawl.crawl.advance import advance_task
+from stepcrawl.crawl.budget import spent_usd
 from stepcrawl.crawl.commit import BundleCommit, PageCommit, commit_bundles
 from stepcrawl.crawl.context import CrawlServices
 from stepcrawl.crawl.frontier import enqueue
@@ -42,6 +44,16 @@ from stepcrawl.crawl.messages import PageEnvelope, ParseBundle, UrlRef
 from stepcrawl.crawl.paths import items_part_key
 from stepcrawl.errors import FatalError
 from stepcrawl.extract import parse_page
+from stepcrawl.metrics_catalogue import failure_class
+from stepcrawl.names import (
+    METRIC_COST_MICRO_USD,
+    METRIC_ITEMS,
+    METRIC_LINKS_ADMITTED,
+    METRIC_LINKS_DISCOVERED,
+    METRIC_PAGES_FAILED,
+    METRIC_PAGES_RECORDED,
+    METRIC_PARSE_LATENCY,
+)
 from stepcrawl.pipeline import CrawlTask, Pipeline
 from stepcrawl.storage import Usage
 
@@ -96,17 +108,14 @@ def process_bundles(
         tasks.setdefault((bundle.run, bundle.task), []).append((n, extracted))
     groups: list[list[Committed]] = []
     for (run, task), members in tasks.items():
+        # What each page found, before its commit keeps only the links it admitted.
+        found = {id(p): len(p.children) for _, e in members for p in e.pages}
+        commits = [
+            BundleCommit(e.bundle.bundle_id, e.pages, e.bundle.usage or Usage()) for _, e in members
+        ]
+        invocation = services.meter.take()
         try:
-            mine = commit_bundles(
-                services,
-                run,
-                task,
-                [
-                    BundleCommit(e.bundle.bundle_id, e.pages, e.bundle.usage or Usage())
-                    for _, e in members
-                ],
-                services.meter.take(),
-            )
+            mine = commit_bundles(services, run, task, commits, invocation)
         except Exception as error:
             logger.exception("commit of %d bundles of task %s failed", len(members), task)
             outcomes.update(dict.fromkeys((n for n, _ in members), error))
@@ -117,6 +126,8 @@ def process_bundles(
             group.append(Committed(e.bundle, e.pipeline, pages, items))
             outcomes[n] = len(pages)
         groups.append(group)
+        spent = sum((c.usage for c in commits), invocation)
+        _count_commit(services, [e for _, e in members], group, found, spent)
     for group in groups:
         _write_part(services, group)
     now = services.clock()
@@ -140,6 +151,30 @@ def process_bundles(
         c = group[0]
         advance_task(services, c.pipeline, c.bundle.run, c.bundle.task)
     return [outcomes[n] for n in range(len(bundles))]
+
+
+def _count_commit(
+    services: CrawlServices,
+    extracted: Sequence[_Extracted],
+    group: Sequence[Committed],
+    found: dict[int, int],
+    spent: Usage,
+) -> None:
+    """One task's commit of the invocation as metrics (docs/operations.md)."""
+    pipeline, task = extracted[0].bundle.pipeline, extracted[0].bundle.task
+    recorded = [page for c in group for page in c.mine]
+    services.metric(METRIC_PAGES_RECORDED, len(recorded), pipeline=pipeline, task=task)
+    services.metric(METRIC_ITEMS, sum(len(c.items) for c in group), pipeline=pipeline, task=task)
+    discovered = sum(found.get(id(page), 0) for page in recorded)
+    services.metric(METRIC_LINKS_DISCOVERED, discovered, pipeline=pipeline, task=task)
+    admitted = sum(len(page.children) for page in recorded)
+    services.metric(METRIC_LINKS_ADMITTED, admitted, pipeline=pipeline, task=task)
+    parsed = [page.parse_ms for e in extracted for page in e.pages if page.ok]
+    services.metric(METRIC_PARSE_LATENCY, parsed, pipeline=pipeline, task=task)
+    micro_usd = spent_usd({f"u_{k}": v for k, v in spent.as_dict().items()}) * 1e6
+    services.metric(METRIC_COST_MICRO_USD, micro_usd, pipeline=pipeline, task=task)
+    for cls, count in Counter(failure_class(p.failure) for p in recorded if not p.ok).items():
+        services.metric(METRIC_PAGES_FAILED, count, pipeline=pipeline, task=task, **{"class": cls})
 
 
 def _extract_bundle(services: CrawlServices, bundle: ParseBundle) -> _Extracted:

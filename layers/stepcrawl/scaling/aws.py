@@ -10,7 +10,7 @@ the emulator, whose CloudWatch receives the functions' EMF lines through
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, Final
 
@@ -47,10 +47,6 @@ _QUEUE_ATTRIBUTES: Final = (
     "ApproximateNumberOfMessagesNotVisible",
     "ApproximateNumberOfMessagesDelayed",
 )
-#: Powertools keeps one metric set per process and every function of the local runtime runs
-#: in one process, so there a metric may be flushed under another function's ``service``
-#: dimension; each metric is printed by one function only, so the sum over both is exact.
-_SERVICES: Final = (FETCH, PARSE)
 
 
 def _when(epoch: float) -> datetime:
@@ -68,10 +64,9 @@ class AwsPlatform:
         lambda_client: Any,
         queue_urls: Mapping[str, str],
         mappings: Mapping[str, str],
-        services: Sequence[str] = _SERVICES,
     ) -> None:
         self.sqs, self.cloudwatch, self.lambda_client = sqs, cloudwatch, lambda_client
-        self.queue_urls, self.mappings, self.services = queue_urls, mappings, services
+        self.queue_urls, self.mappings = queue_urls, mappings
 
     def queue(self, function: str) -> QueueStats:
         url = self.queue_urls[function]
@@ -94,21 +89,19 @@ class AwsPlatform:
         return float(latest["Maximum"]) if latest else 0.0
 
     def metric_sum(self, name: str, service: str, start: float, end: float) -> float:
-        del service  # see _SERVICES
+        # The series of the function alone (``service``), all pipelines and tasks together:
+        # every catalogue metric is also printed with that dimension set.
         period = max(60, 60 * math.ceil((end - start) / 60))
-        total = 0.0
-        for printer in self.services:
-            points = self.cloudwatch.get_metric_statistics(
-                Namespace=METRICS_NAMESPACE,
-                MetricName=name,
-                Dimensions=[{"Name": "service", "Value": printer}],
-                StartTime=_when(start),
-                EndTime=_when(end),
-                Period=period,
-                Statistics=["Sum"],
-            )["Datapoints"]
-            total += sum(float(p["Sum"]) for p in points)
-        return total
+        points = self.cloudwatch.get_metric_statistics(
+            Namespace=METRICS_NAMESPACE,
+            MetricName=name,
+            Dimensions=[{"Name": "service", "Value": service}],
+            StartTime=_when(start),
+            EndTime=_when(end),
+            Period=period,
+            Statistics=["Sum"],
+        )["Datapoints"]
+        return sum(float(p["Sum"]) for p in points)
 
     def _mapping(self, function: str) -> dict[str, Any]:
         mapping: dict[str, Any] = self.lambda_client.get_event_source_mapping(
