@@ -12,6 +12,7 @@ from infra.access import WorkerAccess
 from infra.alarms import Alarms
 from infra.alerting import AlertTopic
 from infra.config import StackConfig
+from infra.dashboard import Dashboard
 from infra.functions import DISPATCH, FETCH, PARSE, Workers
 from infra.layers import PIPELINES_MOUNT, LibraryLayer, PipelinesLayer
 from infra.pipelines import Pipelines, construct_name, load_pipelines
@@ -110,6 +111,15 @@ class StepcrawlStack(Stack):
             topic=self.alerts.topic,
         )
         self.sampling = RunSampling(self, "Tracing", prefix=config.prefix)
+        self.dashboard = Dashboard(
+            self,
+            "Dashboard",
+            prefix=config.prefix,
+            queues=self.queues,
+            machines=machines,
+            pipelines={s.name: s.pipeline for s in self.sources},
+            alarms=self.alarms.alarms,
+        )
         self._outputs()
 
     def _outputs(self) -> None:

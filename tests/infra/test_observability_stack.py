@@ -201,3 +201,32 @@ def test_failing_targets_and_breaker_storms_alarm_on_the_fetch_functions_metrics
     assert storm["Threshold"] == BREAKER_STORM
     for alarm in (ratio, storm):
         assert alarm["AlarmActions"] == alarm["OKActions"] == [_topic_ref(default)]
+
+
+def test_the_dashboard_shows_the_crawl_and_each_pipelines_slos(default) -> None:
+    (dashboard,) = default.resources("AWS::CloudWatch::Dashboard").values()
+    assert dashboard["Properties"]["DashboardName"] == "stepcrawl-dev"
+    body = json.dumps(dashboard["Properties"]["DashboardBody"])
+    for name in (
+        "PagesByStatusClass",
+        "PagesRecorded",
+        "FetchLatency",
+        "ParseLatency",
+        "FrontierBacklog",
+        "ApproximateAgeOfOldestMessage",
+        "ApproximateNumberOfMessagesVisible",
+        "MaximumConcurrency",
+        "ScalerDecisions",
+        "PagesFailed",
+        "FetchRetries",
+        "BreakerOpenHosts",
+        "ExecutionsSucceeded",
+    ):
+        assert name in body, name
+    assert body.count('\\"p99\\"') >= 2, "fetch and parse p99"
+    for pipeline in default.stack.pipelines.machines:
+        assert f"Pipeline `{pipeline}`" in body
+    assert "run success" in body
+    # Every alarm of the stage is on its status widget.
+    for alarm in default.stack.alarms.alarms:
+        assert default.logical_id(alarm) in body
