@@ -16,6 +16,12 @@ alert topic. What each means and what to do when it fires: docs/operations.md.
   transiently or were throttled (the functions' ``FetchErrors``, ``FetchThrottled`` and
   ``PagesFetched``, all tasks together).
 - **Breaker storm**: more than :data:`BREAKER_STORM` hosts' breakers opened in five minutes.
+- **Anomalies** (CloudWatch anomaly detection, learned from the stage's own history): pages
+  fetched per five minutes below the expected band while work waits, and the failed-fetch
+  ratio above its band: what a fixed threshold cannot say for a crawl whose normal varies.
+
+and a Contributor Insights rule ranking the hosts of the URLs fetch gave up on (its log
+lines, :data:`~stepcrawl.crawl.fetch_stage.FETCH_FAILED_EVENT`): the top failing hosts.
 
 Run failures themselves reach the topic through an EventBridge rule (:mod:`infra.alerting`).
 """
@@ -23,6 +29,7 @@ Run failures themselves reach the topic through an EventBridge rule (:mod:`infra
 from __future__ import annotations
 
 import itertools
+import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -33,11 +40,13 @@ from zoneinfo import ZoneInfo
 from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as actions
+from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
 from infra.queues import WorkQueues
+from stepcrawl.crawl.fetch_stage import FETCH_FAILED_EVENT
 from stepcrawl.names import (
     METRIC_BREAKER_TRANSITIONS,
     METRIC_FETCH_ERRORS,
@@ -122,11 +131,15 @@ class Alarms(Construct):
         machines: Mapping[str, sfn.IStateMachine],
         pipelines: Mapping[str, Pipeline],
         topic: sns.ITopic,
+        fetch_logs: logs.ILogGroup,
     ) -> None:
         super().__init__(scope, construct_id)
         self.prefix = prefix
         self.action = actions.SnsAction(topic)
+        self.topic_arn = topic.topic_arn
         self.alarms: list[cloudwatch.AlarmBase] = []
+        #: Anomaly-band alarms (L1: the L2 Alarm takes no threshold metric).
+        self.anomaly_alarms: list[cloudwatch.CfnAlarm] = []
         for name, queue in (
             ("control", queues.control),
             ("fetch", queues.fetch),
@@ -169,6 +182,25 @@ class Alarms(Construct):
                 )
             )
         self._targets()
+        self._anomalies()
+        self.top_failing_hosts = cloudwatch.CfnInsightRule(
+            self,
+            "TopFailingHosts",
+            rule_name=f"{prefix}-top-failing-hosts",
+            rule_state="ENABLED",
+            rule_body=json.dumps(
+                {
+                    "Schema": {"Name": "CloudWatchLogRule", "Version": 1},
+                    "LogGroupNames": [fetch_logs.log_group_name],
+                    "LogFormat": "JSON",
+                    "Contribution": {
+                        "Keys": ["$.host"],
+                        "Filters": [{"Match": "$.event", "In": [FETCH_FAILED_EVENT]}],
+                    },
+                    "AggregateOn": "Count",
+                }
+            ),
+        )
         for name, machine in machines.items():
             self._slo(name, machine)
             schedule = pipelines[name].schedule
@@ -182,27 +214,7 @@ class Alarms(Construct):
         return alarm
 
     def _targets(self) -> None:
-        five = Duration.minutes(5)
-
-        def fetch_metric(name: str, **dimensions: str) -> cloudwatch.Metric:
-            return cloudwatch.Metric(
-                namespace=METRICS_NAMESPACE,
-                metric_name=name,
-                dimensions_map={"service": FETCH_SERVICE, **dimensions},
-                statistic="Sum",
-                period=five,
-            )
-
-        ratio = cloudwatch.MathExpression(
-            expression="IF(pages > 0, (FILL(errors,0) + FILL(throttled,0)) / pages, 0)",
-            using_metrics={
-                "pages": fetch_metric(METRIC_PAGES_FETCHED),
-                "errors": fetch_metric(METRIC_FETCH_ERRORS),
-                "throttled": fetch_metric(METRIC_FETCH_THROTTLED),
-            },
-            label="failed or throttled fetches",
-            period=five,
-        )
+        ratio = _error_ratio_of_fetches()
         self._add(
             cloudwatch.Alarm(
                 self,
@@ -225,13 +237,53 @@ class Alarms(Construct):
                 "BreakerStorm",
                 alarm_name=f"{self.prefix}-breaker-storm",
                 alarm_description=f"more than {BREAKER_STORM} hosts' breakers opened in 5 min",
-                metric=fetch_metric(METRIC_BREAKER_TRANSITIONS, to="open"),
+                metric=_fetch_metric(METRIC_BREAKER_TRANSITIONS, to="open"),
                 threshold=BREAKER_STORM,
                 comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
                 evaluation_periods=1,
                 treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
             )
         )
+
+    def _anomalies(self) -> None:
+        """Alarms on CloudWatch's anomaly band (two standard deviations) of a metric."""
+        for name, what, expression, operator in (
+            (
+                "fetch-rate-anomaly",
+                "pages fetched per 5 min fell below their usual band",
+                _fetch_metric(METRIC_PAGES_FETCHED),
+                "LessThanLowerThreshold",
+            ),
+            (
+                "fetch-error-anomaly",
+                "the failed-fetch ratio rose above its usual band",
+                _error_ratio_of_fetches(),
+                "GreaterThanUpperThreshold",
+            ),
+        ):
+            metrics = _metric_data_queries(expression)
+            alarm = cloudwatch.CfnAlarm(
+                self,
+                _id(name),
+                alarm_name=f"{self.prefix}-{name}",
+                alarm_description=what,
+                comparison_operator=operator,
+                evaluation_periods=3,
+                datapoints_to_alarm=2,
+                treat_missing_data="notBreaching",
+                threshold_metric_id="band",
+                metrics=[
+                    *metrics,
+                    cloudwatch.CfnAlarm.MetricDataQueryProperty(
+                        id="band",
+                        expression="ANOMALY_DETECTION_BAND(m0, 2)",
+                        label=f"{name} expected band",
+                    ),
+                ],
+                alarm_actions=[self.topic_arn],
+                ok_actions=[self.topic_arn],
+            )
+            self.anomaly_alarms.append(alarm)
 
     def _slo(self, name: str, machine: sfn.IStateMachine) -> None:
         budget = 1 - RUN_SLO
@@ -284,6 +336,69 @@ class Alarms(Construct):
                 treat_missing_data=cloudwatch.TreatMissingData.BREACHING,
             )
         )
+
+
+def _fetch_metric(name: str, **dimensions: str) -> cloudwatch.Metric:
+    """A fetch counter, all tasks together (the series the scaler reads too), per 5 min."""
+    return cloudwatch.Metric(
+        namespace=METRICS_NAMESPACE,
+        metric_name=name,
+        dimensions_map={"service": FETCH_SERVICE, **dimensions},
+        statistic="Sum",
+        period=Duration.minutes(5),
+    )
+
+
+def _error_ratio_of_fetches() -> cloudwatch.MathExpression:
+    return cloudwatch.MathExpression(
+        expression="IF(pages > 0, (FILL(errors,0) + FILL(throttled,0)) / pages, 0)",
+        using_metrics={
+            "pages": _fetch_metric(METRIC_PAGES_FETCHED),
+            "errors": _fetch_metric(METRIC_FETCH_ERRORS),
+            "throttled": _fetch_metric(METRIC_FETCH_THROTTLED),
+        },
+        label="failed or throttled fetches",
+        period=Duration.minutes(5),
+    )
+
+
+def _metric_data_queries(
+    metric: cloudwatch.IMetric,
+) -> list[cloudwatch.CfnAlarm.MetricDataQueryProperty]:
+    """``metric`` as the alarm's ``m0`` (and its inputs, for an expression)."""
+
+    def stat(m: cloudwatch.Metric) -> cloudwatch.CfnAlarm.MetricStatProperty:
+        return cloudwatch.CfnAlarm.MetricStatProperty(
+            metric=cloudwatch.CfnAlarm.MetricProperty(
+                namespace=m.namespace,
+                metric_name=m.metric_name,
+                dimensions=[
+                    cloudwatch.CfnAlarm.DimensionProperty(name=k, value=str(v))
+                    for k, v in (m.dimensions or {}).items()
+                ],
+            ),
+            period=int(m.period.to_seconds()),
+            stat=m.statistic,
+        )
+
+    if isinstance(metric, cloudwatch.Metric):
+        return [
+            cloudwatch.CfnAlarm.MetricDataQueryProperty(
+                id="m0", metric_stat=stat(metric), return_data=True
+            )
+        ]
+    assert isinstance(metric, cloudwatch.MathExpression)
+    inputs = [
+        cloudwatch.CfnAlarm.MetricDataQueryProperty(id=key, metric_stat=stat(m), return_data=False)
+        for key, m in metric.using_metrics.items()
+        if isinstance(m, cloudwatch.Metric)
+    ]
+    return [
+        *inputs,
+        cloudwatch.CfnAlarm.MetricDataQueryProperty(
+            id="m0", expression=metric.expression, return_data=True
+        ),
+    ]
 
 
 def _error_ratio(machine: sfn.IStateMachine, period: Duration) -> cloudwatch.MathExpression:

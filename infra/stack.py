@@ -109,6 +109,7 @@ class StepcrawlStack(Stack):
             machines=machines,
             pipelines={s.name: s.pipeline for s in self.sources},
             topic=self.alerts.topic,
+            fetch_logs=self.workers.fetch.log_group,
         )
         self.sampling = RunSampling(self, "Tracing", prefix=config.prefix)
         self.dashboard = Dashboard(

@@ -12,6 +12,7 @@ from infra.alerting import FAILED_STATUSES
 from infra.tracing import SAMPLING_RATE, SAMPLING_RESERVOIR
 from tests.infra.test_stack import allowed, role_of
 
+from stepcrawl.crawl.fetch_stage import FETCH_FAILED_EVENT
 from stepcrawl.names import (
     ENV_ALERT_CHANNELS,
     ENV_STAGE,
@@ -230,3 +231,30 @@ def test_the_dashboard_shows_the_crawl_and_each_pipelines_slos(default) -> None:
     # Every alarm of the stage is on its status widget.
     for alarm in default.stack.alarms.alarms:
         assert default.logical_id(alarm) in body
+
+
+def test_anomaly_bands_watch_the_fetch_rate_and_error_ratio(default) -> None:
+    alarms = _alarms(default)
+    for name, operator in (
+        ("stepcrawl-dev-fetch-rate-anomaly", "LessThanLowerThreshold"),
+        ("stepcrawl-dev-fetch-error-anomaly", "GreaterThanUpperThreshold"),
+    ):
+        alarm = alarms[name]
+        assert alarm["ComparisonOperator"] == operator
+        assert alarm["ThresholdMetricId"] == "band"
+        queries = {q["Id"]: q for q in alarm["Metrics"]}
+        assert queries["band"]["Expression"] == "ANOMALY_DETECTION_BAND(m0, 2)"
+        assert queries["m0"]["ReturnData"] is True
+        assert alarm["AlarmActions"] == alarm["OKActions"] == [_topic_ref(default)]
+
+
+def test_contributor_insights_ranks_the_hosts_fetch_gave_up_on(default) -> None:
+    (rule,) = default.resources("AWS::CloudWatch::InsightRule").values()
+    props = rule["Properties"]
+    assert props["RuleName"] == "stepcrawl-dev-top-failing-hosts"
+    body = json.loads(json.dumps(props["RuleBody"]))
+    text = json.dumps(body)
+    assert '\\"$.host\\"' in text
+    assert FETCH_FAILED_EVENT in text
+    fetch_logs = default.logical_id(default.stack.workers.fetch.log_group)
+    assert fetch_logs in text

@@ -8,6 +8,7 @@ crashed invocation); none of that may change the items, the URL states or the ta
 from __future__ import annotations
 
 import json
+import logging
 import random
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -18,10 +19,12 @@ from tests.helpers.demo import demo_pipeline
 
 from stepcrawl.crawl import FetchMessage, ParseBundle, process_bundle, process_fetch_batch
 from stepcrawl.crawl.context import CrawlConfig
+from stepcrawl.crawl.fetch_stage import FETCH_FAILED_EVENT
 from stepcrawl.crawl.items import iter_task_items
 from stepcrawl.crawl.tasklog import fingerprint, url_states
 from stepcrawl.demo import DemoSite, ShopModel
 from stepcrawl.demo.paths import OFFSITE_URL
+from stepcrawl.extract.urls import url_host
 from stepcrawl.local import MemoryRunner
 
 CONFIG = CrawlConfig(shards=4, window=64, fetch_concurrency=16)
@@ -229,3 +232,18 @@ def test_a_crawl_seeded_from_the_items_of_another(site: DemoSite) -> None:
     expected = ShopModel().expected_items()
     assert sorted(i["sku"] for i in items) == sorted(e["sku"] for e in expected)
     assert all(i["_url"].split("/")[-2] == "product" for i in items)
+
+
+def test_each_url_given_up_on_is_logged_once_with_its_host(
+    site: DemoSite, caplog: pytest.LogCaptureFixture
+) -> None:
+    """What Contributor Insights ranks by host (infra/alarms.py): one structured line per
+    failed URL, none for a fetched one."""
+    with caplog.at_level(logging.WARNING, logger="stepcrawl.fetch"):
+        result = crawl(site)
+    (answer,) = result["answers"]
+    lines = [r for r in caplog.records if getattr(r, "event", None) == FETCH_FAILED_EVENT]
+    assert len(lines) == answer.output["pages_failed"] > 0
+    hosts = {r.host for r in lines}  # type: ignore[attr-defined]
+    assert hosts == {url_host(site.url)}
+    assert {r.failure for r in lines} <= {"fatal", "transient", "throttle"}  # type: ignore[attr-defined]

@@ -11,6 +11,7 @@ Bodies travel inline (gzip) when small, else through the blob store.
 from __future__ import annotations
 
 import hashlib
+import logging
 import math
 import random
 import time
@@ -48,6 +49,7 @@ from stepcrawl.pipeline import CrawlTask, Pipeline
 from stepcrawl.storage import MAX_SQS_DELAY, OutMessage, Usage
 
 __all__ = [
+    "FETCH_FAILED_EVENT",
     "HOST_DOWN",
     "BatchFetcher",
     "fetch_policy",
@@ -57,6 +59,10 @@ __all__ = [
 
 #: The failure class of a URL whose host was given up (``politeness.give_up_after``).
 HOST_DOWN: Final = "host_down"
+#: The ``event`` field of the log line of each URL given up on (see :func:`_log_failure`).
+FETCH_FAILED_EVENT: Final = "fetch_failed"
+
+logger = logging.getLogger("stepcrawl.fetch")
 
 
 class BatchFetcher(Protocol):
@@ -306,6 +312,8 @@ def _outcomes(
             digest=hashlib.blake2b(result.body, digest_size=8).hexdigest(),
             failure="" if outcome == "ok" else outcome,
         )
+        if outcome != "ok":
+            _log_failure(message, pipeline.name, outcome, result)
         if outcome == "ok":
             packed = PageEnvelope.pack(result.body)
             if len(packed) <= services.config.inline_body_limit:
@@ -325,6 +333,23 @@ def _outcomes(
             METRIC_FETCH_RETRIES, count, pipeline=pipeline.name, task=task.id, **{"class": cls}
         )
     return envelopes
+
+
+def _log_failure(message: FetchMessage, pipeline: str, outcome: str, result: FetchResult) -> None:
+    """One structured line per URL given up on: what CloudWatch Contributor Insights ranks by
+    host (``infra/alarms.py``; URLs and hosts stay out of the metrics' dimensions)."""
+    logger.warning(
+        "fetch failed",
+        extra={
+            "event": FETCH_FAILED_EVENT,
+            "host": url_host(message.ref.url),
+            "failure": outcome,
+            "status": result.status,
+            "pipeline": pipeline,
+            "task": message.task,
+            "attempts": message.ref.attempt,
+        },
+    )
 
 
 def _count_outcomes(
