@@ -47,6 +47,7 @@ from stepcrawl.names import (
 )
 from stepcrawl.pipeline import CrawlTask, Pipeline
 from stepcrawl.storage import MAX_SQS_DELAY, OutMessage, Usage
+from stepcrawl.tracing import span
 
 __all__ = [
     "FETCH_FAILED_EVENT",
@@ -131,9 +132,16 @@ async def process_fetch_batch(
         todo = _defer_paused(services, [m for m in todo if m not in down], hosts, breakers)
         if todo:
             policy = fetch_policy(pipeline, task)
-            results = await fetcher.fetch_many(
-                [m.ref.url for m in todo], policy, services.config.fetch_concurrency
-            )
+            per_host = Counter(url_host(m.ref.url) for m in todo)
+            with span(
+                "fetch", pipeline=pipeline_name, task=task_id, urls=len(todo), hosts=len(per_host)
+            ) as step:
+                results = await fetcher.fetch_many(
+                    [m.ref.url for m in todo], policy, services.config.fetch_concurrency
+                )
+                step.metadata("urls_per_host", dict(per_host.most_common(20)))
+                slowest = sorted(results, key=lambda r: r.elapsed_ms, reverse=True)[:5]
+                step.metadata("slowest_ms", {r.url: round(r.elapsed_ms, 1) for r in slowest})
             if policy.obey_robots:
                 await _learn_crawl_delays(services, fetcher, policy, todo, hosts)
             envelopes += _outcomes(services, pipeline, task, todo, results, breakers)

@@ -56,6 +56,7 @@ from stepcrawl.names import (
 )
 from stepcrawl.pipeline import CrawlTask, Pipeline
 from stepcrawl.storage import Usage
+from stepcrawl.tracing import span
 
 __all__ = ["Committed", "process_bundle", "process_bundles"]
 
@@ -100,7 +101,8 @@ def process_bundles(
     tasks: dict[tuple[str, str], list[tuple[int, _Extracted]]] = {}
     for n, bundle in enumerate(bundles):
         try:
-            extracted = _extract_bundle(services, bundle)
+            with span("parse.extract", task=bundle.task, pages=len(bundle.pages)):
+                extracted = _extract_bundle(services, bundle)
         except Exception as error:
             logger.exception("bundle %s of task %s failed", bundle.bundle_id, bundle.task)
             outcomes[n] = error
@@ -115,7 +117,8 @@ def process_bundles(
         ]
         invocation = services.meter.take()
         try:
-            mine = commit_bundles(services, run, task, commits, invocation)
+            with span("parse.commit", task=task, bundles=len(commits)):
+                mine = commit_bundles(services, run, task, commits, invocation)
         except Exception as error:
             logger.exception("commit of %d bundles of task %s failed", len(members), task)
             outcomes.update(dict.fromkeys((n for n, _ in members), error))

@@ -1,0 +1,68 @@
+"""Subsegments of the functions' X-Ray traces: what happens inside one invocation.
+
+On Lambda every function has active tracing and a Powertools ``Tracer`` (created by its
+handler, which also patches boto3, so DynamoDB, SQS and S3 calls are subsegments of their
+own, and an SQS send carries the trace header that links the consumer's trace). The stages
+add their own steps with :func:`span`: fetching a task's batch (annotated with the pipeline,
+the task and how many URLs and hosts; per-host counts and slowest attempts as metadata),
+extracting and committing a parse batch. Where tracing is off (locally, tests, or
+``POWERTOOLS_TRACE_DISABLED``), :func:`span` costs a dictionary lookup.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any, Protocol
+
+__all__ = ["Span", "span", "tracing_enabled"]
+
+
+class Span(Protocol):
+    """What a step may add to its subsegment."""
+
+    def annotate(self, **values: str | int | float | bool) -> None: ...
+
+    def metadata(self, key: str, value: Any) -> None: ...
+
+
+class _Off:
+    def annotate(self, **values: str | int | float | bool) -> None:
+        del values
+
+    def metadata(self, key: str, value: Any) -> None:
+        del key, value
+
+
+class _XRay:
+    def __init__(self, subsegment: Any) -> None:
+        self.subsegment = subsegment
+
+    def annotate(self, **values: str | int | float | bool) -> None:
+        for key, value in values.items():
+            self.subsegment.put_annotation(key, value)
+
+    def metadata(self, key: str, value: Any) -> None:
+        self.subsegment.put_metadata(key, value, "stepcrawl")
+
+
+def tracing_enabled(environ: Mapping[str, str] | None = None) -> bool:
+    """On Lambda (its function name is set) unless Powertools' switch turns tracing off."""
+    env = os.environ if environ is None else environ
+    disabled = env.get("POWERTOOLS_TRACE_DISABLED", "").lower() in {"1", "true"}
+    return "AWS_LAMBDA_FUNCTION_NAME" in env and not disabled
+
+
+@contextmanager
+def span(name: str, **annotations: str | int | float | bool) -> Iterator[Span]:
+    """A subsegment ``name`` around the block, with ``annotations`` (searchable in X-Ray)."""
+    if not tracing_enabled():
+        yield _Off()
+        return
+    from aws_lambda_powertools import Tracer  # noqa: PLC0415 - only where traces are made
+
+    with Tracer().provider.in_subsegment(name) as subsegment:
+        step = _XRay(subsegment)
+        step.annotate(**annotations)
+        yield step
