@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from aws_cdk import Annotations
+from aws_cdk import Annotations, Stack
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_secretsmanager as secrets
@@ -81,6 +81,7 @@ class WorkerAccess(Construct):
         queues: WorkQueues,
         machines: Sequence[sfn.IStateMachine],
         sources: Sequence[PipelineSource],
+        sampling_rule: str,
         alert_secrets: Sequence[str] = (),
     ) -> None:
         super().__init__(scope, construct_id)
@@ -140,6 +141,16 @@ class WorkerAccess(Construct):
         )
         iam.Grant.add_to_principal(
             grantee=scaler, actions=["cloudwatch:GetMetricStatistics"], resource_arns=["*"]
+        )
+        # Shedding: the rate of the stage's own sampling rule, and no other rule.
+        iam.Grant.add_to_principal(
+            grantee=scaler,
+            actions=["xray:UpdateSamplingRule"],
+            resource_arns=[
+                Stack.of(self).format_arn(
+                    service="xray", resource="sampling-rule", resource_name=sampling_rule
+                )
+            ],
         )
 
         # notify: its post records in the table, and the channel secrets it is configured with.

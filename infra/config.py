@@ -21,6 +21,8 @@ from pydantic import ValidationError
 from infra.retention import RETENTION_BY_DAYS
 from stepcrawl.crawl.context import DEPLOYED_SETTINGS, CrawlConfig
 from stepcrawl.scaling import ScalerSettings
+from stepcrawl.scaling.aws import parse_settings
+from stepcrawl.scaling.shedding import SheddingSettings
 
 __all__ = [
     "DEFAULTS",
@@ -101,7 +103,7 @@ def _engine(values: dict[str, Any]) -> CrawlConfig:
         raise ContextError(f"context {key}: {values[key]!r}: {first['msg']}") from None
 
 
-def _scaler(raw: Any) -> ScalerSettings:
+def _scaler(raw: Any) -> tuple[ScalerSettings, SheddingSettings]:
     try:
         data = json.loads(raw) if isinstance(raw, str) else raw  # -c scaler='{...}' is a string
     except ValueError as bad:
@@ -109,7 +111,7 @@ def _scaler(raw: Any) -> ScalerSettings:
     if not isinstance(data, dict):
         raise ContextError(f"context scaler: {raw!r} must be an object of scaler settings")
     try:
-        return ScalerSettings.model_validate(data)
+        return parse_settings(data)
     except ValidationError as invalid:
         first = invalid.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or "scaler"
@@ -131,6 +133,8 @@ class StackConfig:
     #: The scaler's thresholds (``scaler`` context: an object of :class:`ScalerSettings`
     #: fields; docs/scaling.md).
     scaler: ScalerSettings = field(default_factory=ScalerSettings)
+    #: Telemetry shedding (the ``scaler`` context's ``shedding`` object; docs/operations.md).
+    shedding: SheddingSettings = field(default_factory=SheddingSettings)
     #: The notifier's channel secrets, by name (docs/alerts.md).
     alert_webhook_secrets: tuple[str, ...] = ()
 
@@ -165,6 +169,7 @@ class StackConfig:
                 f"choose one of {', '.join(map(str, LOG_RETENTION_CHOICES))}"
             )
         low, high = ESM_CONCURRENCY_RANGE
+        scaler, shedding = _scaler(value("scaler"))
         return cls(
             stage=stage,
             pipelines_dir=pipelines_dir.resolve(),
@@ -179,6 +184,7 @@ class StackConfig:
                 "parse_max_concurrency", value("parse_max_concurrency"), low, high
             ),
             engine=_engine({name: value(name) for name in DEPLOYED_SETTINGS}),
-            scaler=_scaler(value("scaler")),
+            scaler=scaler,
+            shedding=shedding,
             alert_webhook_secrets=_secrets(value("alert_webhook_secrets")),
         )

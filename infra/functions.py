@@ -32,6 +32,7 @@ from infra.config import REPO_ROOT, StackConfig
 from infra.queues import WorkQueue, WorkQueues
 from infra.retention import retention_days
 from infra.storage import Storage
+from infra.tracing import sampling_rule_name
 from stepcrawl.functions_spec import FUNCTION_MEMORY_MB
 from stepcrawl.names import (
     ENV_ALERT_CHANNELS,
@@ -42,11 +43,13 @@ from stepcrawl.names import (
     ENV_PARSE_MAPPING,
     ENV_PARSE_QUEUE_URL,
     ENV_PIPELINES_DIR,
+    ENV_SAMPLING_RULE,
     ENV_SCALER,
     ENV_STAGE,
     ENV_TABLE,
     METRICS_NAMESPACE,
 )
+from stepcrawl.scaling.aws import settings_json
 from stepcrawl.scaling.scaler import SCALER_FUNCTION
 
 __all__ = [
@@ -248,7 +251,8 @@ class Workers(Construct):
             {
                 ENV_FETCH_MAPPING: self.fetch_mapping.event_source_mapping_id,
                 ENV_PARSE_MAPPING: self.parse_mapping.event_source_mapping_id,
-                ENV_SCALER: config.scaler.model_dump_json(),
+                ENV_SCALER: settings_json(config.scaler, config.shedding),
+                ENV_SAMPLING_RULE: sampling_rule_name(config.prefix),
             },
         )
         # The channels' secrets by name only (docs/alerts.md); Lambda retries a failed

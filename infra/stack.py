@@ -18,7 +18,7 @@ from infra.layers import PIPELINES_MOUNT, LibraryLayer, PipelinesLayer
 from infra.pipelines import Pipelines, construct_name, load_pipelines
 from infra.queues import WorkQueues
 from infra.storage import Storage
-from infra.tracing import RunSampling
+from infra.tracing import RunSampling, sampling_rule_name
 from stepcrawl.names import (
     OUTPUT_BUCKET_NAME,
     OUTPUT_CONTROL_DLQ_URL,
@@ -92,6 +92,7 @@ class StepcrawlStack(Stack):
             machines=[m.state_machine for m in self.pipelines.machines.values()],
             sources=self.sources,
             alert_secrets=config.alert_webhook_secrets,
+            sampling_rule=sampling_rule_name(config.prefix),
         )
         machines = {name: m.state_machine for name, m in self.pipelines.machines.items()}
         self.alerts = AlertTopic(
@@ -111,7 +112,9 @@ class StepcrawlStack(Stack):
             topic=self.alerts.topic,
             fetch_logs=self.workers.fetch.log_group,
         )
-        self.sampling = RunSampling(self, "Tracing", prefix=config.prefix)
+        self.sampling = RunSampling(
+            self, "Tracing", prefix=config.prefix, rate=config.shedding.trace_rate
+        )
         self.dashboard = Dashboard(
             self,
             "Dashboard",

@@ -174,7 +174,7 @@ def admitting_key(run: str) -> Key:
 
 def scaler_key(function: str) -> Key:
     """The scaler's state for one function's mapping: what it remembers between ticks, the
-    concurrency it set and (fetch) the feed window."""
+    concurrency it set and (fetch) the feed window and the telemetry level (shedding)."""
     return (f"SCALER#{function}", _SCALER_SK)
 
 

@@ -433,6 +433,17 @@ CATALOGUE: Final[tuple[MetricSpec, ...]] = (
         "URLs allowed in the fetch queue at once (all runs), as the scaler set it",
         "follows fetch's concurrency; stuck at the deployed window: the scaler is not running",
     ),
+    _spec(
+        names.METRIC_TELEMETRY_SHED,
+        "Count",
+        "Maximum",
+        ("scaler",),
+        ((),),
+        "1 while telemetry is shed (fetch's error + throttle ratio stayed high: the functions "
+        "log WARNING and above, the runs' trace rate is reduced), else 0; once a tick",
+        "1: read FetchErrors, FetchThrottled and the warnings; debug logs and most traces "
+        "are off until the ratio recovers (docs/operations.md, shedding)",
+    ),
 )
 
 BY_NAME: Final[Mapping[str, MetricSpec]] = {spec.name: spec for spec in CATALOGUE}

@@ -20,6 +20,7 @@ __all__ = [
     "ENV_PARSE_MAPPING",
     "ENV_PARSE_QUEUE_URL",
     "ENV_PIPELINES_DIR",
+    "ENV_SAMPLING_RULE",
     "ENV_SCALER",
     "ENV_SHARDS",
     "ENV_STAGE",
@@ -55,6 +56,7 @@ __all__ = [
     "METRIC_RUNNING_TASKS",
     "METRIC_SCALER_DECISIONS",
     "METRIC_SWEEP_ERRORS",
+    "METRIC_TELEMETRY_SHED",
     "METRIC_URLS_FED",
     "OUTPUT_BUCKET_NAME",
     "OUTPUT_CONTROL_DLQ_URL",
@@ -124,6 +126,9 @@ ENV_STAGE: Final = "STEPCRAWL_STAGE"
 #: The event source mappings the scaler sets (their UUIDs).
 ENV_FETCH_MAPPING: Final = "STEPCRAWL_FETCH_MAPPING"
 ENV_PARSE_MAPPING: Final = "STEPCRAWL_PARSE_MAPPING"
+#: The name of the stage's X-Ray sampling rule (its runs' traces), whose rate the scaler
+#: lowers while telemetry is shed (:mod:`stepcrawl.scaling.shedding`); unset: left alone.
+ENV_SAMPLING_RULE: Final = "STEPCRAWL_SAMPLING_RULE"
 
 # CloudWatch metrics (EMF through Powertools).
 METRICS_NAMESPACE: Final = "stepcrawl"
@@ -142,6 +147,8 @@ METRIC_FETCH_ERRORS: Final = "FetchErrors"
 METRIC_CONCURRENCY: Final = "MaximumConcurrency"
 METRIC_SCALER_DECISIONS: Final = "ScalerDecisions"
 METRIC_FEED_WINDOW: Final = "FeedWindow"
+#: 1 while the functions' telemetry is shed (WARNING logs, reduced trace rate), else 0.
+METRIC_TELEMETRY_SHED: Final = "TelemetryShed"
 #: The rest of the catalogue (:mod:`stepcrawl.metrics_catalogue` says what each one means,
 #: its unit, its dimensions and who emits it; docs/operations.md lists them).
 METRIC_FETCH_LATENCY: Final = "FetchLatency"

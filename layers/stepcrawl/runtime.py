@@ -1,11 +1,14 @@
-"""Wiring for Lambda: build the stages' services once per container from the environment."""
+"""Wiring for Lambda: build the stages' services once per container from the environment,
+print their metrics after each invocation and follow the scaler's telemetry level."""
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 import os
 import threading
+import time
 from collections.abc import Callable
 from typing import Final, Generic, ParamSpec, TypeVar
 
@@ -27,17 +30,24 @@ from stepcrawl.names import (
     ENV_TABLE,
     METRICS_NAMESPACE,
 )
+from stepcrawl.scaling.scaler import TelemetryCache
+from stepcrawl.scaling.shedding import TelemetryLevel
 from stepcrawl.storage import Meter, Table, Usage
 
 __all__ = [
+    "SHED_LOGGERS",
+    "SHED_LOG_LEVEL",
+    "apply_telemetry",
     "close_containers",
     "container_fetcher",
     "container_loop",
     "container_metrics",
+    "container_telemetry",
     "container_usage",
     "log_metrics",
     "publish_metrics",
     "services_from_env",
+    "set_telemetry_level",
     "table_from_env",
 ]
 
@@ -206,13 +216,15 @@ def publish_metrics(service: str, recorder: MetricRecorder | None = None) -> int
 
 
 def log_metrics(service: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
-    """Decorate a handler: print the container's metrics after each invocation (also when it
+    """Decorate a handler: follow the scaler's telemetry level (:func:`apply_telemetry`)
+    before each invocation, and print the container's metrics after it (also when it
     raises), under ``service``. What Powertools' ``@metrics.log_metrics`` does for its own
-    metric set."""
+    metric set, plus the shedding the handlers would otherwise each have to call."""
 
     def decorate(handler: Callable[P, R]) -> Callable[P, R]:
         @functools.wraps(handler)
         def wrapped(*args: P.args, **kwargs: P.kwargs) -> R:
+            apply_telemetry(service)
             try:
                 return handler(*args, **kwargs)
             finally:
@@ -221,6 +233,73 @@ def log_metrics(service: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
         return wrapped
 
     return decorate
+
+
+#: The loggers a shed level quiets besides the handler's own (Powertools' ``Logger`` logs
+#: through the standard logger named after its service).
+SHED_LOGGERS: Final = ("stepcrawl",)
+#: Their level while shed: warnings and errors still say what goes wrong.
+SHED_LOG_LEVEL: Final = logging.WARNING
+#: Each shed logger's level before shedding (restored on recovery). Process-wide, as loggers
+#: are: local mode's containers (threads) share them.
+_configured_levels: dict[str, int] = {}
+#: The level applied last per service: the loggers and the X-Ray SDK change only on a change.
+_applied: dict[str, TelemetryLevel] = {}
+_levels_lock = threading.Lock()
+_log = logging.getLogger("stepcrawl.runtime")
+
+
+def set_telemetry_level(level: TelemetryLevel, service: str) -> None:
+    """Set the loggers of ``service`` (its Powertools logger and :data:`SHED_LOGGERS`) to
+    ``level``: at ``shed``, :data:`SHED_LOG_LEVEL` unless configured higher; at ``full``,
+    back to what they were configured with. On Lambda with tracing, also turn the X-Ray
+    SDK's subsegments (the handler's, boto3 calls') off while shed: Lambda's own sampling
+    of the functions cannot be changed, but what a sampled invocation records can."""
+    with _levels_lock:
+        if _applied.get(service) is level:
+            return
+        _applied[service] = level
+        for name in (service, *SHED_LOGGERS):
+            logger = logging.getLogger(name)
+            if level is TelemetryLevel.SHED:
+                configured = _configured_levels.setdefault(name, logger.level)
+                logger.setLevel(max(SHED_LOG_LEVEL, configured))
+            elif name in _configured_levels:
+                logger.setLevel(_configured_levels.pop(name))
+    _set_tracing(level)
+
+
+def _set_tracing(level: TelemetryLevel) -> None:
+    """Where Powertools' Tracer records (on Lambda, not disabled): the SDK on only at full."""
+    disabled = os.environ.get("POWERTOOLS_TRACE_DISABLED", "").lower() in {"1", "true", "yes"}
+    if not os.environ.get("LAMBDA_TASK_ROOT") or disabled:
+        return  # the Tracer is off (tests, local mode): nothing records, nothing to change
+    try:
+        from aws_xray_sdk import global_sdk_config  # type: ignore[import-untyped]  # noqa: PLC0415
+    except ImportError:  # pragma: no cover - the layer has it (Powertools' Tracer needs it)
+        return
+    global_sdk_config.set_sdk_enabled(level is TelemetryLevel.FULL)
+
+
+def container_telemetry() -> TelemetryLevel:
+    """The telemetry level this container follows: the scaler's, cached per container
+    (:class:`~stepcrawl.scaling.scaler.TelemetryCache`) on the container's table."""
+    table = services_from_env().table
+    cache: TelemetryCache | None = getattr(_container, "telemetry", None)
+    if cache is None or cache.table is not table:  # new services (a test changed the env)
+        cache = _container.telemetry = TelemetryCache(table, time.monotonic)
+    return cache()
+
+
+def apply_telemetry(service: str) -> TelemetryLevel | None:
+    """Read the level (:func:`container_telemetry`) and apply it to ``service``'s loggers;
+    ``None`` when the container has no services (the handler then fails with the reason)."""
+    try:
+        level = container_telemetry()
+    except ConfigError:
+        return None
+    set_telemetry_level(level, service)
+    return level
 
 
 def table_from_env() -> Table:
@@ -264,9 +343,12 @@ def close_containers() -> None:
     On Lambda a container's sockets die with its sandbox; a process playing containers must
     close them itself. Each loop is idle by then, so it can be driven from this thread.
     """
-    # The containers are gone: so are their services (clients of a stopped emulator).
+    # The containers are gone: so are their services (clients of a stopped emulator), and
+    # the loggers they shed go back to their configured levels.
     services_from_env.cache_clear()
     container_metrics.cache_clear()
+    for service in list(_applied):
+        set_telemetry_level(TelemetryLevel.FULL, service)
     with _opened_lock:
         opened, _opened[:] = list(_opened), []
     for loop, fetcher in opened:

@@ -6,30 +6,19 @@ from __future__ import annotations
 
 import json
 import os
-import queue
-import shutil
-import signal
 import subprocess
-import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import pytest
-from tests.helpers.demo import SMALL_SHOP_DEFAULTS, demo_pipeline, write_pipeline
+from tests.helpers.serve import exe as _exe
+from tests.helpers.serve import serving
 
-from stepcrawl.demo import DemoSite, ShopModel
+from stepcrawl.demo import ShopModel
 
-BIN = Path(sys.executable).parent
 pytestmark = pytest.mark.slow
-
-
-def _exe(name: str) -> str:
-    found = shutil.which(name, path=str(BIN))
-    assert found, f"{name} is not installed next to {sys.executable} (make setup installs it)"
-    return found
 
 
 @pytest.fixture(scope="module")
@@ -41,45 +30,9 @@ def serve_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def served(serve_dir: Path) -> Iterator[dict[str, str]]:
     """A running `stepcrawl serve` of the demo pipeline (a small shop); its environment."""
-    tmp_path = serve_dir
-    with DemoSite(ShopModel(categories=1, products_per_category=6)) as site:
-        pipelines = tmp_path / "pipelines"
-        pipelines.mkdir()
-        demo = demo_pipeline(site.url, defaults=SMALL_SHOP_DEFAULTS)
-        write_pipeline(demo, pipelines / "demo-shop.yaml")
-        server = subprocess.Popen(
-            [_exe("stepcrawl"), "serve", str(pipelines)],
-            cwd=tmp_path,
-            stdout=subprocess.PIPE,
-            stderr=(tmp_path / "serve.err").open("w"),
-            text=True,
-        )
-        lines: queue.Queue[str] = queue.Queue()
-        assert server.stdout is not None
-        threading.Thread(target=_pump, args=(server.stdout, lines), daemon=True).start()
-        env = dict(os.environ)
-        try:
-            exported: dict[str, str] = {}
-            while "STEPCRAWL_STAGE" not in exported:
-                line = lines.get(timeout=120)
-                assert line, f"serve exited: {(tmp_path / 'serve.err').read_text()[-3000:]}"
-                key, _, value = line.removeprefix("export ").strip().partition("=")
-                exported[key] = value
-            assert exported["AWS_ENDPOINT_URL"].startswith("http://127.0.0.1:")
-            env.update(exported)
-            yield env
-        finally:
-            server.send_signal(signal.SIGINT)
-            try:
-                server.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                server.kill()
-
-
-def _pump(stream: IO[str], lines: queue.Queue[str]) -> None:
-    for line in stream:
-        lines.put(line)
-    lines.put("")  # end of output: serve has exited
+    with serving(serve_dir, until="STEPCRAWL_STAGE") as exported:
+        assert exported["AWS_ENDPOINT_URL"].startswith("http://127.0.0.1:")
+        yield {**os.environ, **exported}
 
 
 def _run(

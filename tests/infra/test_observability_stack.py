@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from infra.alarms import BREAKER_STORM, BURN_WINDOWS, ERROR_RATIO, RUN_SLO, longest_gap
 from infra.alerting import FAILED_STATUSES
-from infra.tracing import SAMPLING_RATE, SAMPLING_RESERVOIR
+from infra.tracing import SAMPLING_RESERVOIR, sampling_rule_name
 from tests.infra.test_stack import allowed, role_of
 
 from stepcrawl.crawl.fetch_stage import FETCH_FAILED_EVENT
@@ -22,6 +22,7 @@ from stepcrawl.names import (
     METRIC_PAGES_FETCHED,
     METRICS_NAMESPACE,
 )
+from stepcrawl.scaling.shedding import SheddingSettings
 
 
 def _alarms(synth: Any) -> dict[str, dict[str, Any]]:
@@ -130,7 +131,9 @@ def test_failed_runs_reach_the_topic(default) -> None:
 def test_runs_are_sampled_by_a_rule_of_the_stage(default) -> None:
     (rule,) = default.resources("AWS::XRay::SamplingRule").values()
     props = rule["Properties"]["SamplingRule"]
-    assert (props["FixedRate"], props["ReservoirSize"]) == (SAMPLING_RATE, SAMPLING_RESERVOIR)
+    rate = SheddingSettings().trace_rate  # what the scaler restores after shedding
+    assert (props["FixedRate"], props["ReservoirSize"]) == (rate, SAMPLING_RESERVOIR)
+    assert props["RuleName"] == sampling_rule_name("stepcrawl-dev")
     assert props["ServiceType"] == "AWS::StepFunctions::StateMachine"
     assert props["ServiceName"] == "stepcrawl-dev-*"
     assert len(props["RuleName"]) <= 32

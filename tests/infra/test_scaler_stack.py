@@ -5,10 +5,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from infra.tracing import sampling_rule_name
 from tests.infra.test_stack import allowed, role_of
 
-from stepcrawl.names import ENV_FETCH_MAPPING, ENV_PARSE_MAPPING, ENV_SCALER
+from stepcrawl.names import ENV_FETCH_MAPPING, ENV_PARSE_MAPPING, ENV_SAMPLING_RULE, ENV_SCALER
 from stepcrawl.scaling import ScalerSettings
+from stepcrawl.scaling.aws import parse_settings
+from stepcrawl.scaling.shedding import SheddingSettings
 
 
 def _function(synth: Any) -> dict[str, Any]:
@@ -29,7 +32,8 @@ def test_the_scaler_knows_both_mappings_and_the_deployed_settings(default) -> No
     workers = default.stack.workers
     assert env[ENV_FETCH_MAPPING] == {"Ref": _mapping_id(default, workers.fetch)}
     assert env[ENV_PARSE_MAPPING] == {"Ref": _mapping_id(default, workers.parse)}
-    assert ScalerSettings.model_validate_json(env[ENV_SCALER]) == ScalerSettings()
+    scaler, shedding = parse_settings(json.loads(env[ENV_SCALER]))
+    assert (scaler, shedding) == (ScalerSettings(), SheddingSettings())
     # Only the scaler gets the mappings: the workers have no business with them.
     for worker in (workers.dispatch, workers.fetch, workers.parse, workers.sweeper):
         variables = default.json["Resources"][default.logical_id(worker)]["Properties"]
@@ -39,7 +43,7 @@ def test_the_scaler_knows_both_mappings_and_the_deployed_settings(default) -> No
 def test_context_thresholds_reach_the_scaler(synthesize) -> None:
     variant = synthesize(scaler=json.dumps({"qps_high": 800, "max_concurrency": 200}))
     env = _function(variant)["Properties"]["Environment"]["Variables"]
-    settings = ScalerSettings.model_validate_json(env[ENV_SCALER])
+    settings, _ = parse_settings(json.loads(env[ENV_SCALER]))
     assert (settings.qps_high, settings.max_concurrency) == (800, 200)
 
 
@@ -74,3 +78,19 @@ def test_the_scaler_runs_every_minute_and_is_not_retried(default) -> None:
         "Fn::GetAtt": [default.logical_id(default.stack.workers.scaler), "Arn"]
     }
     assert target["RetryPolicy"]["MaximumRetryAttempts"] == 0
+
+
+def test_the_scaler_may_set_the_rate_of_its_stages_sampling_rule_only(default) -> None:
+    env = _function(default)["Properties"]["Environment"]["Variables"]
+    assert env[ENV_SAMPLING_RULE] == sampling_rule_name("stepcrawl-dev")
+    grants = allowed(default, role_of(default, default.stack.workers.scaler))
+    rules = {r for a, r in grants if a == "xray:UpdateSamplingRule"}
+    assert len(rules) == 1
+    assert next(iter(rules)).endswith(f":sampling-rule/{sampling_rule_name('stepcrawl-dev')}")
+
+
+def test_shedding_thresholds_come_from_the_scaler_context(synthesize) -> None:
+    variant = synthesize(scaler=json.dumps({"shedding": {"shed_above": 0.1}}))
+    env = _function(variant)["Properties"]["Environment"]["Variables"]
+    _, shedding = parse_settings(json.loads(env[ENV_SCALER]))
+    assert shedding.shed_above == 0.1

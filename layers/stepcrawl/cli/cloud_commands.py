@@ -64,6 +64,14 @@ _QUEUES = {
 #: Wider than any table row: the bound when measuring a table's natural width.
 _UNBOUNDED_WIDTH = 10_000
 OutOption = Annotated[Path, typer.Option("--out", "-o", help="Where to write the results.")]
+AlertsOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--alerts",
+        help="Alert channels (a JSON channel object or list, as in docs/alerts.md): the "
+        "alarms' and failed runs' alerts are posted to them (docs/local.md).",
+    ),
+]
 
 
 @app.command()
@@ -73,6 +81,7 @@ def run(
     run_id: Annotated[
         str | None, typer.Option("--run-id", help="The run's name (default: time-based).")
     ] = None,
+    alerts: AlertsOption = None,
 ) -> None:
     """Run a pipeline on the local cloud (the stack deployed into an embedded emulator).
 
@@ -81,12 +90,19 @@ def run(
     it failed, 2 when the pipeline is invalid, 130 when interrupted (Ctrl-C).
     """
     from stepcrawl.deployment import new_run_id  # noqa: PLC0415 - heavy imports
+    from stepcrawl.local.alarms import read_alert_channels  # noqa: PLC0415
     from stepcrawl.local.runner import run_local  # noqa: PLC0415
 
     pipeline = _load_or_exit(pipeline_file)
+    channels = None if alerts is None else _or_exit(lambda: read_alert_channels(alerts))
     result = _or_exit(
         lambda: run_local(
-            pipeline, out_dir, run_id or new_run_id(), source=pipeline_file, console=err
+            pipeline,
+            out_dir,
+            run_id or new_run_id(),
+            source=pipeline_file,
+            console=err,
+            alerts=channels,
         )
     )
     _summary(result.report, out_dir)
@@ -130,25 +146,47 @@ def serve(
         typer.Argument(help="Pipeline files or directories (default: pipelines/)."),
     ] = None,
     stage: Annotated[str, typer.Option("--stage", help="The local stack's stage.")] = "local",
+    alerts: AlertsOption = None,
+    metrics_port: Annotated[
+        int | None,
+        typer.Option(
+            "--metrics-port",
+            min=0,
+            max=65535,
+            show_default="9464, or a free port if taken",
+            help="Serve Prometheus metrics on http://127.0.0.1:PORT/metrics (0: a free port).",
+        ),
+    ] = None,
 ) -> None:
     """Keep a local cloud up: the stack deployed, functions polling, schedules firing.
 
     Prints the environment for the aws CLI, boto3 and `stepcrawl start/status/items/cancel/
     failures/redrive` to use it. Ctrl-C stops it (nothing is kept).
     """
-    from stepcrawl.local.cloud import LocalCloud, synthesize  # noqa: PLC0415 - heavy imports
+    from stepcrawl.local.alarms import (  # noqa: PLC0415 - heavy imports
+        alert_secret_name,
+        read_alert_channels,
+        store_alert_channels,
+    )
+    from stepcrawl.local.cloud import LocalCloud, synthesize  # noqa: PLC0415
+    from stepcrawl.local.prometheus import start_metrics_exporter  # noqa: PLC0415
     from stepcrawl.local.runner import staged_pipelines  # noqa: PLC0415
     from stepcrawl.pipeline import discover  # noqa: PLC0415
 
     found = [(_load_or_exit(path), path) for path in discover(paths or [Path("pipelines")])]
+    channels = None if alerts is None else _or_exit(lambda: read_alert_channels(alerts))
+    secrets = None if channels is None else [alert_secret_name(stage)]
     with staged_pipelines(found) as directory:
         with err.status("synthesizing the stack and deploying it locally ..."):
-            template = _or_exit(lambda: synthesize(directory, stage=stage))
+            template = _or_exit(lambda: synthesize(directory, stage=stage, alert_secrets=secrets))
             cloud = LocalCloud(
                 template, directory, stage=stage, log_path=Path("out/serve/functions.log")
             )
             cloud.start()
-        with cloud:
+            if channels is not None:
+                secretsmanager = cloud.emulator.client("secretsmanager")
+                store_alert_channels(secretsmanager, alert_secret_name(stage), channels)
+        with cloud, _or_exit(lambda: start_metrics_exporter(cloud, metrics_port)) as metrics:
             names = ", ".join(p.name for p, _ in found) or "none"
             err.print(
                 f"[green]local cloud up[/green] (stack stepcrawl-{stage}; pipelines: {names})"
@@ -156,6 +194,7 @@ def serve(
             err.print("functions log to out/serve/functions.log; in another shell:")
             for key, value in cloud.environment().items():
                 out.print(f"export {key}={value}")
+            out.print(f"export STEPCRAWL_METRICS_URL={metrics.url}")  # Prometheus' /metrics
             sys.stdout.flush()
             try:
                 threading.Event().wait()

@@ -29,13 +29,14 @@ import threading
 import time
 import uuid
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import IO, Any, Final, TextIO
 
 from stepcrawl.deployment import Deployment, RunStatus, stack_name
 from stepcrawl.errors import ConfigError
+from stepcrawl.local.alarms import LOCAL_ALARM_EVERY, LocalAlarms
 from stepcrawl.local.emulator import ACCOUNT, LOCAL_CREDENTIAL, REGION, Emulator
 from stepcrawl.local.lambda_runtime import Chaos, FunctionSpec, LambdaRuntime, MappingSpec
 from stepcrawl.local.metrics import EmfForwarder
@@ -62,9 +63,12 @@ _HANDLERS = ("dispatch", "fetch", "parse", "sweeper", SCALER, "notify")
 LOCAL_SCALE_EVERY: Final = 3.0
 
 
-def synthesize(pipelines_dir: Path, *, stage: str = LOCAL_STAGE) -> dict[str, Any]:
+def synthesize(
+    pipelines_dir: Path, *, stage: str = LOCAL_STAGE, alert_secrets: Sequence[str] | None = None
+) -> dict[str, Any]:
     """The stack's CloudFormation template, synthesized by the CDK app (``infra``, shipped in
-    this distribution; its libraries are the ``cdk`` extra)."""
+    this distribution; its libraries are the ``cdk`` extra). ``alert_secrets`` replaces the
+    ``alert_webhook_secrets`` context (the notifier's channel secrets, docs/local.md)."""
     os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
     try:
         from aws_cdk.assertions import Template  # noqa: PLC0415 - the cdk extra
@@ -80,6 +84,8 @@ def synthesize(pipelines_dir: Path, *, stage: str = LOCAL_STAGE) -> dict[str, An
         "pipelines_dir": str(pipelines_dir.resolve()),
         "stage": stage,
     }
+    if alert_secrets is not None:
+        context["alert_webhook_secrets"] = list(alert_secrets)
     _, stack = build_app(context)
     return dict(Template.from_stack(stack).to_json())
 
@@ -146,6 +152,8 @@ class LocalCloud:
     sweeper's schedule (tests that must not wait a minute for the safety net). The scaler
     runs every ``scale_every`` seconds instead of every minute (its tick scaled to match, see
     docs/scaling.md; ``None``: on its schedule); :attr:`scaling` keeps what each tick did.
+    The stack's alarms are evaluated every ``alarm_every`` seconds, a local minute, with their
+    periods scaled alike (:mod:`stepcrawl.local.alarms`; ``None``: not evaluated).
     """
 
     def __init__(
@@ -158,6 +166,7 @@ class LocalCloud:
         chaos: Chaos | None = None,
         sweep_every: float | None = None,
         scale_every: float | None = LOCAL_SCALE_EVERY,
+        alarm_every: float | None = LOCAL_ALARM_EVERY,
     ) -> None:
         self.template = template
         self.stage = stage
@@ -167,6 +176,7 @@ class LocalCloud:
         self.chaos = chaos
         self.sweep_every = sweep_every
         self.scale_every = scale_every
+        self.alarm_every = alarm_every
         #: Each scaler tick: seconds since start, the feed window, and per function the
         #: decision (concurrency before and after, reason, inputs).
         self.scaling: list[dict[str, Any]] = []
@@ -176,6 +186,7 @@ class LocalCloud:
         self.scheduler: LocalScheduler | None = None
         self.reaper: TtlReaper | None = None
         self.metrics: EmfForwarder | None = None
+        self.alarms: LocalAlarms | None = None
         self._stack = contextlib.ExitStack()
         self._sweeping = threading.Event()
 
@@ -252,6 +263,22 @@ class LocalCloud:
             self._sweep_loop(self.sweep_every)
         if self.scale_every is not None and SCALER in self.runtime.functions():
             self._scale_loop(self.scale_every)
+        if self.alarm_every is not None:
+            runtime = self.runtime
+            self.alarms = LocalAlarms(
+                self.template,
+                stack.resources,
+                self.emulator.client,
+                lambda name, event: runtime.invoke(_kind(name), event),
+                account=ACCOUNT,
+                region=REGION,
+                state_machines=list(stack.state_machines.values()),
+                every=self.alarm_every,
+                queue_ages=self.emulator.oldest_message_ages,
+                put_composite=self.emulator.put_composite_alarm,
+            )
+            self.alarms.start()
+            self._stack.callback(self.alarms.stop)  # before the runtime stops (LIFO)
 
     def __exit__(self, *exc: object) -> None:
         self.stop()

@@ -37,8 +37,16 @@ LOCAL_CREDENTIAL = "local"  # moto accepts anything; not a secret
 REGION = "us-east-1"
 # moto cannot create these through CloudFormation. Schedules are played by local mode itself,
 # from the template's own expressions (local/scheduler.py). ``Custom::`` resources are run by
-# Lambda providers that moto would start in Docker (the stack has none today).
-_DROPPED_PREFIXES = ("Custom::", "AWS::Scheduler::")
+# Lambda providers that moto would start in Docker (the stack has none today). moto's
+# CloudFormation skips alarms but then refuses the template where anything (the dashboard, a
+# composite alarm's rule) refers to one; local mode creates and evaluates them itself
+# (local/alarms.py).
+_DROPPED_PREFIXES = (
+    "Custom::",
+    "AWS::Scheduler::",
+    "AWS::CloudWatch::Alarm",
+    "AWS::CloudWatch::CompositeAlarm",
+)
 
 
 def moto_ready_template(template: dict[str, Any]) -> dict[str, Any]:
@@ -237,6 +245,41 @@ class Emulator:
                 roleArn=described["roleArn"],
             )
             self.stack.state_machines[described["name"]] = created["stateMachineArn"]
+
+    # -- what moto keeps but no API of it answers (local/alarms.py) ------------------------
+
+    def oldest_message_ages(self, now: float) -> dict[str, float]:
+        """Queue name -> seconds since its oldest message not deleted was sent: what SQS
+        publishes as ``ApproximateAgeOfOldestMessage`` (0 for an empty queue)."""
+        from moto.sqs.models import sqs_backends  # noqa: PLC0415 - local mode only
+
+        ages: dict[str, float] = {}
+        for name, queue in dict(sqs_backends[ACCOUNT][REGION].queues).items():
+            messages: list[Any] = list(queue._messages)  # private: no API has the age
+            sent = [float(m.sent_timestamp) / 1000 for m in messages if m.sent_timestamp]
+            ages[name] = max(0.0, now - min(sent)) if sent else 0.0
+        return ages
+
+    def put_composite_alarm(self, name: str, rule: str, **settings: Any) -> None:
+        """Store a composite alarm (``description``, ``alarm_actions``, ``ok_actions``,
+        ``insufficient_data_actions``), so ``describe-alarms`` lists it: moto's backend keeps
+        composites, but its API has no ``PutCompositeAlarm``."""
+        from moto.cloudwatch.models import cloudwatch_backends  # noqa: PLC0415
+
+        backend: Any = cloudwatch_backends[ACCOUNT][REGION]
+        backend.put_metric_alarm(
+            name=name,
+            namespace=None,
+            metric_name=None,
+            comparison_operator=None,
+            evaluation_periods=None,
+            period=None,
+            threshold=None,
+            statistic=None,
+            dimensions=[],
+            rule=rule,
+            **settings,
+        )
 
     def stop(self) -> None:
         if self._server is not None:

@@ -22,7 +22,7 @@ from typing import Any
 
 from stepcrawl.local.background import BackgroundThread
 
-__all__ = ["EmfForwarder", "metric_data", "metric_sums"]
+__all__ = ["EmfForwarder", "distinct_metrics", "metric_data", "metric_sums"]
 
 log = logging.getLogger(__name__)
 
@@ -116,19 +116,43 @@ class EmfForwarder(BackgroundThread):
 
 
 def metric_sums(cloudwatch: Any, namespace: str, *, days: int = 1) -> dict[str, float]:
-    """Metric name -> Sum over every dimension set, for the last ``days`` (read back)."""
+    """Metric name -> its Sum over the last ``days`` (read back), all tasks together.
+
+    Each metric is printed with a few dimension sets (a function's total, and per pipeline
+    and task): the sum is over the sets with the fewest dimensions, its totals (e.g.
+    ``service`` alone, for each function that prints it), so nothing is counted twice.
+    """
     end = datetime.now(UTC) + timedelta(minutes=5)
+    series = distinct_metrics(cloudwatch, namespace)
+    fewest: dict[str, int] = {}
+    for name, dims in series:
+        fewest[name] = min(fewest.get(name, len(dims)), len(dims))
     sums: dict[str, float] = {}
-    for metric in cloudwatch.list_metrics(Namespace=namespace).get("Metrics", []):
+    for name, dims in sorted(series):
+        if len(dims) != fewest[name]:
+            continue
         points = cloudwatch.get_metric_statistics(
             Namespace=namespace,
-            MetricName=metric["MetricName"],
-            Dimensions=metric.get("Dimensions", []),
+            MetricName=name,
+            Dimensions=[{"Name": k, "Value": v} for k, v in dims],
             StartTime=end - timedelta(days=days),
             EndTime=end,
             Period=86400 * days,
             Statistics=["Sum"],
         )["Datapoints"]
-        name = str(metric["MetricName"])
         sums[name] = sums.get(name, 0.0) + sum(float(p["Sum"]) for p in points)
     return dict(sorted(sums.items()))
+
+
+def distinct_metrics(
+    cloudwatch: Any, namespace: str
+) -> set[tuple[str, tuple[tuple[str, str], ...]]]:
+    """(name, sorted dimensions) of every metric of ``namespace``, each once (moto's
+    ListMetrics repeats a metric with several dimensions once per datapoint)."""
+    found: set[tuple[str, tuple[tuple[str, str], ...]]] = set()
+    paginator = cloudwatch.get_paginator("list_metrics")
+    for page in paginator.paginate(Namespace=namespace):
+        for metric in page.get("Metrics", []):
+            dims = tuple(sorted((d["Name"], d["Value"]) for d in metric.get("Dimensions", [])))
+            found.add((str(metric["MetricName"]), dims))
+    return found

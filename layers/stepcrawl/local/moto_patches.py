@@ -57,6 +57,7 @@ from functools import cache, wraps
 from typing import Any
 
 import botocore.session
+from moto.cloudwatch.models import CloudWatchBackend
 from moto.core import utils as moto_utils
 from moto.dynamodb import models as dynamodb_models
 from moto.dynamodb.comparisons import (
@@ -422,6 +423,36 @@ def _kms_key_tags_from_cloudformation(original: Any) -> Any:
     return classmethod(from_cloudformation)
 
 
+_EXACT_DIMENSIONS_LOCK = threading.Lock()
+
+
+def _exact_dimensions(original: Callable[..., Any]) -> Callable[..., Any]:
+    """GetMetricStatistics reads the one metric whose dimensions are exactly the requested
+    ones (CloudWatch: "you must specify the same dimensions that were used when the metrics
+    were created"; no dimensions: the metric without any). moto matches any metric that
+    *includes* them, so a series printed with several dimension sets (a function's total and
+    its per-task series) is counted once per set."""
+
+    def get_metric_statistics(self: Any, *args: Any, **kwargs: Any) -> Any:
+        dims = kwargs.get("dimensions", args[6] if len(args) > 6 else None) or []
+        wanted = {(d["Name"], d.get("Value")) for d in dims}
+        every = type(self).get_all_metrics
+
+        def exact() -> list[Any]:
+            return [
+                md for md in every(self) if {(d.name, d.value) for d in md.dimensions} == wanted
+            ]
+
+        with _EXACT_DIMENSIONS_LOCK:
+            self.get_all_metrics = exact  # this call only (the instance shadows the class)
+            try:
+                return original(self, *args, **kwargs)
+            finally:
+                del self.get_all_metrics
+
+    return get_metric_statistics
+
+
 def apply_moto_patches() -> None:
     """Make moto behave like AWS where stepcrawl depends on it (safe to call many times)."""
     cls = aws_sdk.StateTaskServiceAwsSdk
@@ -455,6 +486,11 @@ def apply_moto_patches() -> None:
             _kms_key_tags_from_cloudformation(KmsKey.create_from_cloudformation_json),
         ),
         *fastpath_patches(),
+        (
+            CloudWatchBackend,
+            "get_metric_statistics",
+            _exact_dimensions(CloudWatchBackend.get_metric_statistics),
+        ),
         (cls, _MARK, True),
     ]
     for owner, name, value in patches:

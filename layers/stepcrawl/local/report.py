@@ -35,6 +35,7 @@ from stepcrawl.crawl.failures import list_failures
 from stepcrawl.crawl.tasklog import recorded_lines
 from stepcrawl.crawl.waiting import summarize_waiting, waiting_urls
 from stepcrawl.deployment import Deployment, RunStatus, TaskStatus
+from stepcrawl.local.metrics import distinct_metrics
 from stepcrawl.local.report_html import write_report_html
 from stepcrawl.names import METRICS_NAMESPACE
 from stepcrawl.runtime import container_usage
@@ -307,7 +308,4 @@ def _state_transitions(deployment: Deployment, execution_arn: str) -> int:
 def _custom_metrics(deployment: Deployment) -> int:
     """The functions' metrics in CloudWatch: each name and set of dimension values is one
     custom metric to CloudWatch's bill."""
-    paginator = deployment.client("cloudwatch").get_paginator("list_metrics")
-    return sum(
-        len(page.get("Metrics", [])) for page in paginator.paginate(Namespace=METRICS_NAMESPACE)
-    )
+    return len(distinct_metrics(deployment.client("cloudwatch"), METRICS_NAMESPACE))

@@ -11,16 +11,23 @@ from __future__ import annotations
 import contextlib
 import json
 import tempfile
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import yaml
 from rich.console import Console
 
 from stepcrawl.deployment import RunStatus
-from stepcrawl.local.cloud import LOCAL_SCALE_EVERY, LocalCloud, synthesize
+from stepcrawl.local.alarms import (
+    LOCAL_ALARM_EVERY,
+    LocalAlarms,
+    alert_secret_name,
+    store_alert_channels,
+)
+from stepcrawl.local.cloud import LOCAL_SCALE_EVERY, LOCAL_STAGE, LocalCloud, synthesize
 from stepcrawl.local.lambda_runtime import Chaos
 from stepcrawl.local.metrics import metric_sums
 from stepcrawl.local.progress import RunProgress
@@ -28,9 +35,12 @@ from stepcrawl.local.report import write_run_outputs
 from stepcrawl.names import METRICS_NAMESPACE
 from stepcrawl.pipeline import Pipeline
 
-__all__ = ["LocalRun", "run_local", "staged_pipelines"]
+__all__ = ["ALERT_SETTLE_MINUTES", "LocalRun", "run_local", "settle_alerts", "staged_pipelines"]
 
 _AS_IS = (".yaml", ".yml", ".json")
+#: Local minutes ``run --alerts`` waits after a run for firing alarms to resolve (the slow
+#: SLO burn's short window, 30 local minutes, is the longest the stack has).
+ALERT_SETTLE_MINUTES: Final = 45
 
 
 @dataclass
@@ -75,14 +85,22 @@ def run_local(
     chaos: Chaos | None = None,
     sweep_every: float | None = None,
     scale_every: float | None = LOCAL_SCALE_EVERY,
+    alarm_every: float | None = LOCAL_ALARM_EVERY,
+    alerts: str | None = None,
     timeout: float | None = None,
 ) -> LocalRun:
-    """Run ``pipeline`` once on the local cloud; write ``out``; the outcome."""
+    """Run ``pipeline`` once on the local cloud; write ``out``; the outcome.
+
+    ``alerts``: alert channels' JSON (``--alerts FILE``), stored in the emulator's Secrets
+    Manager for the notifier, which then posts the alarms' changes (docs/local.md); after
+    the run the cloud stays up while alarms fire (at most :data:`ALERT_SETTLE_MINUTES` local
+    minutes), so their RESOLVED messages are posted too."""
     console = console or Console(stderr=True)
     out.mkdir(parents=True, exist_ok=True)
     with staged_pipelines([(pipeline, source)]) as directory:
         with console.status("synthesizing the stack (cdk) ..."):
-            template = synthesize(directory)
+            secrets = None if alerts is None else [alert_secret_name(LOCAL_STAGE)]
+            template = synthesize(directory, alert_secrets=secrets)
         with console.status("deploying it into the local cloud ..."):
             cloud = LocalCloud(
                 template,
@@ -91,7 +109,14 @@ def run_local(
                 chaos=chaos,
                 sweep_every=sweep_every,
                 scale_every=scale_every,
+                alarm_every=alarm_every,
             ).start()
+            if alerts is not None:
+                store_alert_channels(
+                    cloud.emulator.client("secretsmanager"),
+                    alert_secret_name(LOCAL_STAGE),
+                    alerts,
+                )
         with cloud:
             assert cloud.deployment is not None
             interrupted = False
@@ -107,9 +132,36 @@ def run_local(
                     progress.update(status)
             with console.status("reading the results back ..."):
                 report = write_run_outputs(cloud.deployment, status, out, _invocations(cloud))
+            if alerts is not None and cloud.alarms is not None:
+                settle_alerts(cloud.alarms, console)
     for warning in report["warnings"]:
         console.print(f"[yellow]warning:[/yellow] {warning}", soft_wrap=True)
     return LocalRun(status, report, out, interrupted)
+
+
+def settle_alerts(
+    alarms: LocalAlarms, console: Console, minutes: float = ALERT_SETTLE_MINUTES
+) -> list[str]:
+    """Keep evaluating until no alarm fires (or ``minutes`` local minutes passed; Ctrl-C
+    skips): a run's alerts end with their RESOLVED message, as they would on AWS, rather
+    than with the local cloud going away. The alarms still firing at the end."""
+    deadline = time.monotonic() + minutes * alarms.every
+    time.sleep(2 * alarms.every)  # the run's last metrics: evaluated within two ticks
+    firing = alarms.firing()
+    try:
+        with console.status("alarms firing ...") as shown:
+            while firing and time.monotonic() < deadline:
+                left = deadline - time.monotonic()
+                shown.update(
+                    f"alarms firing: {', '.join(firing)}; waiting up to {left:.0f} s for them "
+                    "to resolve (Ctrl-C skips)"
+                )
+                time.sleep(min(0.5, alarms.every))
+                firing = alarms.firing()
+    except KeyboardInterrupt:
+        firing = alarms.firing()
+    alarms.wait_delivered(10 * alarms.every)
+    return firing
 
 
 def _invocations(cloud: LocalCloud) -> dict[str, Any]:

@@ -2,19 +2,28 @@
 
 Reads the queues' attributes (SQS), the functions' metrics (CloudWatch
 ``GetMetricStatistics``) and the mappings (Lambda ``GetEventSourceMapping``), and sets
-``MaximumConcurrency`` with ``UpdateEventSourceMapping``. The same code runs locally against
-the emulator, whose CloudWatch receives the functions' EMF lines through
-:class:`~stepcrawl.local.metrics.EmfForwarder`.
+``MaximumConcurrency`` with ``UpdateEventSourceMapping``; while telemetry is shed it lowers
+the stage's X-Ray sampling rule (``UpdateSamplingRule``, :class:`XRaySampling`). The same code
+runs locally against the emulator, whose CloudWatch receives the functions' EMF lines through
+:class:`~stepcrawl.local.metrics.EmfForwarder` (and which has no sampling rules: the rate is
+skipped there, with a logged reason, while the log levels still follow the level).
+
+``STEPCRAWL_SCALER`` holds :class:`~stepcrawl.scaling.ScalerSettings`' fields and, under
+``shedding``, :class:`~stepcrawl.scaling.shedding.SheddingSettings` (:func:`parse_settings`).
 """
 
 from __future__ import annotations
 
+import json
+import logging
 import math
+import threading
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, Final
 
 import boto3
+from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import BaseModel, ConfigDict, Field
 
 from stepcrawl.crawl.context import CrawlConfig
@@ -24,16 +33,29 @@ from stepcrawl.names import (
     ENV_FETCH_QUEUE_URL,
     ENV_PARSE_MAPPING,
     ENV_PARSE_QUEUE_URL,
+    ENV_SAMPLING_RULE,
     ENV_SCALER,
     ENV_TABLE,
     METRICS_NAMESPACE,
 )
 from stepcrawl.scaling.policy import FETCH, PARSE, ScalerSettings
-from stepcrawl.scaling.scaler import Emit, ScalerRun, run_scaler
+from stepcrawl.scaling.scaler import Emit, SamplingOutcome, ScalerRun, run_scaler
+from stepcrawl.scaling.shedding import SHEDDING_KEY, SheddingSettings
 from stepcrawl.scaling.signals import QueueStats
 from stepcrawl.storage.aws import DynamoTable
 
-__all__ = ["AwsPlatform", "ScalerEvent", "scale_from_env"]
+__all__ = [
+    "AwsPlatform",
+    "ScalerEvent",
+    "XRaySampling",
+    "parse_settings",
+    "scale_from_env",
+    "settings_from_env",
+    "settings_json",
+    "shedding_from_env",
+]
+
+logger = logging.getLogger("stepcrawl.scaler")
 
 _REQUIRED: Final = (
     ENV_TABLE,
@@ -122,6 +144,52 @@ class AwsPlatform:
         )
 
 
+#: Error codes of an endpoint that has no sampling rules at all (moto answers 404 "Not yet
+#: implemented"): setting the rate there is skipped, not retried every tick.
+_UNSUPPORTED: Final = frozenset({"404", "NotImplemented", "UnknownOperationException"})
+#: Reasons already logged by this process: "skipped" once, not once a tick.
+_told: set[str] = set()
+_told_lock = threading.Lock()
+
+
+def _tell_once(reason: str) -> None:
+    with _told_lock:
+        if reason in _told:
+            return
+        _told.add(reason)
+    logger.info("sampling rule not set: %s", reason)
+
+
+class XRaySampling:
+    """The stage's X-Ray sampling rule (``rule``: its name or ARN; ``None``: no rule, so the
+    rate is skipped and only the log levels follow the telemetry level)."""
+
+    def __init__(self, xray: Any, rule: str | None) -> None:
+        self.xray, self.rule = xray, rule
+
+    def set_rate(self, rate: float) -> SamplingOutcome:
+        if not self.rule:
+            _tell_once(f"{ENV_SAMPLING_RULE} is not set")
+            return "skipped"
+        try:
+            self.xray.update_sampling_rule(
+                SamplingRuleUpdate={"RuleName": self.rule, "FixedRate": rate}
+            )
+        except ClientError as error:
+            code = str(error.response.get("Error", {}).get("Code", ""))
+            status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            if code in _UNSUPPORTED or status == 404:
+                _tell_once(f"the endpoint has no X-Ray sampling rules ({code}: {error})")
+                return "skipped"
+            logger.warning("sampling rule %s not set to %s: %s", self.rule, rate, error)
+            return "failed"
+        except BotoCoreError as error:
+            logger.warning("sampling rule %s not set to %s: %s", self.rule, rate, error)
+            return "failed"
+        logger.info("sampling rule %s set to FixedRate %s", self.rule, rate)
+        return "set"
+
+
 class ScalerEvent(BaseModel):
     """The scheduled event (``{}`` from EventBridge Scheduler). ``tick`` overrides the
     settings' tick: local mode runs the scaler on a faster clock than a minute."""
@@ -131,10 +199,46 @@ class ScalerEvent(BaseModel):
     tick: float | None = Field(None, gt=0, le=3600)
 
 
+class _Shedding(BaseModel):
+    """Validates the ``shedding`` key, so that an error's location starts with it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    shedding: SheddingSettings = Field(default_factory=SheddingSettings)
+
+
+def parse_settings(data: Mapping[str, Any]) -> tuple[ScalerSettings, SheddingSettings]:
+    """The scaler settings object (the stack's ``scaler`` context, ``STEPCRAWL_SCALER``):
+    :class:`ScalerSettings`' fields, and :class:`SheddingSettings` under ``shedding``.
+
+    Raises pydantic's ``ValidationError``; a shedding field's location is
+    ``("shedding", <field>)``, so that a synth error names it as ``scaler.shedding.<field>``.
+    """
+    rest = {key: value for key, value in data.items() if key != SHEDDING_KEY}
+    scaler = ScalerSettings.model_validate(rest)
+    shedding = _Shedding.model_validate({SHEDDING_KEY: data.get(SHEDDING_KEY) or {}}).shedding
+    return scaler, shedding
+
+
+def settings_json(scaler: ScalerSettings, shedding: SheddingSettings | None = None) -> str:
+    """What the stack sets ``STEPCRAWL_SCALER`` to (:func:`parse_settings` reads it back)."""
+    data = scaler.model_dump(mode="json")
+    data[SHEDDING_KEY] = (shedding or SheddingSettings()).model_dump(mode="json")
+    return json.dumps(data, sort_keys=True)
+
+
+def _settings(environ: Mapping[str, str]) -> tuple[ScalerSettings, SheddingSettings]:
+    raw = environ.get(ENV_SCALER) or "{}"
+    data = json.loads(raw)
+    if not isinstance(data, dict):
+        raise ConfigError(f"{ENV_SCALER} must hold a JSON object, not {raw!r}")
+    return parse_settings(data)
+
+
 def settings_from_env(environ: Mapping[str, str], tick: float | None = None) -> ScalerSettings:
     """The deployed thresholds (``ENV_SCALER``, JSON; unset: the defaults); with ``tick``,
     every duration scaled with it, so that a faster clock keeps the same policy."""
-    settings = ScalerSettings.model_validate_json(environ.get(ENV_SCALER) or "{}")
+    settings, _ = _settings(environ)
     if tick is None or tick == settings.tick:
         return settings
     scale = tick / settings.tick
@@ -148,6 +252,15 @@ def settings_from_env(environ: Mapping[str, str], tick: float | None = None) -> 
     update: dict[str, Any] = {"tick": tick}
     update.update({name: getattr(settings, name) * scale for name in durations})
     return ScalerSettings.model_validate({**settings.model_dump(), **update})
+
+
+def shedding_from_env(environ: Mapping[str, str], tick: float | None = None) -> SheddingSettings:
+    """The deployed shedding thresholds, their hold times scaled as :func:`settings_from_env`
+    scales the scaler's durations (``shed_after`` 30 s becomes 1.5 s at a 3 s tick)."""
+    settings, shedding = _settings(environ)
+    if tick is None or tick == settings.tick:
+        return shedding
+    return shedding.scaled(tick / settings.tick)
 
 
 def scale_from_env(
@@ -174,4 +287,6 @@ def scale_from_env(
         deployed_window=CrawlConfig.from_env(environ).window,
         fetch_batch_size=platform.batch_size(FETCH),
         emit=emit,
+        shedding=shedding_from_env(environ, event.tick),
+        sampling=XRaySampling(boto3.client("xray"), environ.get(ENV_SAMPLING_RULE) or None),
     )

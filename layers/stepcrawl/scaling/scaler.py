@@ -12,6 +12,12 @@ The memory is written after the mapping is set: a crash in between repeats the d
 the next tick from the same memory, and setting the same concurrency twice is harmless.
 Every decision is logged with its inputs and counted as metrics (names in
 :mod:`stepcrawl.names`).
+
+The fetch tick also decides the **telemetry level** (:mod:`stepcrawl.scaling.shedding`) from
+fetch's error and throttle ratios, keeps it on the same item (the functions read it through
+:class:`TelemetryCache` and set their log levels, :func:`stepcrawl.runtime.apply_telemetry`),
+and when it changes sets the stage's X-Ray sampling rule to the level's rate (a
+:class:`SamplingRule`), before the item is written, for the same reason as the mapping.
 """
 
 from __future__ import annotations
@@ -19,23 +25,49 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any, Final
+from dataclasses import dataclass, replace
+from typing import Any, Final, Literal, Protocol
 
 from stepcrawl.keys import scaler_key
-from stepcrawl.names import METRIC_CONCURRENCY, METRIC_FEED_WINDOW, METRIC_SCALER_DECISIONS
-from stepcrawl.scaling.policy import FETCH, PARSE, Decision, ScalerMemory, ScalerSettings, decide
+from stepcrawl.names import (
+    METRIC_CONCURRENCY,
+    METRIC_FEED_WINDOW,
+    METRIC_SCALER_DECISIONS,
+    METRIC_TELEMETRY_SHED,
+)
+from stepcrawl.scaling.policy import (
+    FETCH,
+    PARSE,
+    Decision,
+    ScalerMemory,
+    ScalerSettings,
+    Signals,
+    decide,
+)
+from stepcrawl.scaling.shedding import (
+    SheddingDecision,
+    SheddingSettings,
+    SheddingState,
+    TelemetryLevel,
+    decide_level,
+    pressure,
+)
 from stepcrawl.scaling.signals import Platform, frontier_backlog, measure
 from stepcrawl.storage import Table
 
 __all__ = [
     "SCALER_FUNCTION",
+    "TELEMETRY_TTL",
     "WINDOW_BATCHES",
     "WINDOW_TTL",
     "Emit",
     "FeedWindow",
+    "SamplingOutcome",
+    "SamplingRule",
     "ScalerRun",
+    "TelemetryCache",
     "feed_window",
+    "read_telemetry",
     "read_window",
     "run_scaler",
 ]
@@ -48,10 +80,26 @@ SCALER_FUNCTION: Final = "scaler"
 WINDOW_BATCHES: Final = 2
 #: Seconds a container keeps the feed window it read (the scaler changes it once a tick).
 WINDOW_TTL: Final = 5.0
+#: Seconds a container keeps the telemetry level it read: the level changes after 30 s of
+#: trouble at the earliest, so a container follows it within a minute for one read per 30 s.
+TELEMETRY_TTL: Final = 30.0
 _DIRECTIONS: Final = {-1: "down", 0: "hold", 1: "up"}
 
 #: emit(metric name, value, dimensions)
 Emit = Callable[[str, float, Mapping[str, str]], None]
+
+#: ``set``: the rule has the rate now; ``skipped``: there is nothing to set (no rule, or an
+#: endpoint without sampling rules, such as the local emulator), not worth retrying;
+#: ``failed``: retry on the next tick.
+SamplingOutcome = Literal["set", "skipped", "failed"]
+
+
+class SamplingRule(Protocol):
+    """The stage's X-Ray sampling rule (:class:`stepcrawl.scaling.aws.XRaySampling`)."""
+
+    def set_rate(self, rate: float) -> SamplingOutcome:
+        """Set the rule's ``FixedRate``; never raises (the tick's scaling matters more)."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -60,9 +108,17 @@ class ScalerRun:
 
     decisions: list[Decision]
     window: int
+    #: The telemetry level decided this tick (None: shedding not configured).
+    telemetry: SheddingDecision | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {"window": self.window, "decisions": [d.as_dict() for d in self.decisions]}
+        out: dict[str, Any] = {
+            "window": self.window,
+            "decisions": [d.as_dict() for d in self.decisions],
+        }
+        if self.telemetry is not None:
+            out["telemetry"] = self.telemetry.as_dict()
+        return out
 
 
 def feed_window(concurrency: int, batch_size: int, floor: int) -> int:
@@ -96,6 +152,67 @@ class FeedWindow:
             return self._value
 
 
+def read_telemetry(table: Table) -> TelemetryLevel:
+    """The telemetry level the scaler set last (full while no scaler has decided one)."""
+    return SheddingState.of(table.get(scaler_key(FETCH), consistent=False)).level
+
+
+class TelemetryCache:
+    """The level a container's functions log at: the scaler's last one, re-read at most
+    every :data:`TELEMETRY_TTL` seconds. A failed read keeps the last level: telemetry is
+    not worth failing a batch over."""
+
+    def __init__(self, table: Table, clock: Callable[[], float]) -> None:
+        self.table, self.clock = table, clock
+        self._value = TelemetryLevel.FULL
+        self._read_at: float | None = None
+        self._lock = threading.Lock()
+
+    def __call__(self) -> TelemetryLevel:
+        with self._lock:
+            now = self.clock()
+            if self._read_at is None or now - self._read_at >= TELEMETRY_TTL:
+                self._read_at = now
+                try:
+                    self._value = read_telemetry(self.table)
+                except Exception:  # noqa: BLE001 - keep the last level, try again after the TTL
+                    logger.warning("telemetry level not read; keeping %s", self._value.value)
+            return self._value
+
+
+def _shed(
+    stored: Mapping[str, Any] | None,
+    signals: Signals,
+    memory: ScalerMemory,
+    settings: ScalerSettings,
+    shedding: SheddingSettings,
+    sampling: SamplingRule | None,
+) -> SheddingDecision:
+    """The telemetry level after this tick, with the sampling rule set to match."""
+    state = SheddingState.of(stored)
+    span = signals.now - memory.last_at if memory.last_at is not None else settings.tick
+    decision = decide_level(
+        pressure(signals.error_ratio, signals.throttle_ratio),
+        state,
+        shedding,
+        now=signals.now,
+        span=span,
+        slack=settings.clock_slack,
+    )
+    if decision.changed:
+        # Visible at the shed level too: the one line that says why the logs went quiet.
+        log = logger.warning if decision.level is TelemetryLevel.SHED else logger.info
+        log("telemetry level changed", extra={"telemetry": decision.as_dict()})
+    rate = shedding.rate(decision.level)
+    kept = decision.state
+    if sampling is not None and kept.sampling_rate != rate:
+        # Kept unless it failed: a failure is retried next tick, a skip (no rule here) is not.
+        outcome = sampling.set_rate(rate)
+        if outcome != "failed":
+            kept = replace(kept, sampling_rate=rate)
+    return replace(decision, state=kept)
+
+
 def run_scaler(
     table: Table,
     platform: Platform,
@@ -105,14 +222,19 @@ def run_scaler(
     deployed_window: int,
     fetch_batch_size: int,
     emit: Emit | None = None,
+    shedding: SheddingSettings | None = None,
+    sampling: SamplingRule | None = None,
 ) -> ScalerRun:
-    """Scale fetch and parse once; returns what was decided."""
+    """Scale fetch and parse once; returns what was decided. With ``shedding``, also
+    decide the telemetry level (and set ``sampling``'s rate when it changes)."""
     backlog = frontier_backlog(table)
     decisions: list[Decision] = []
     window = deployed_window
+    telemetry: SheddingDecision | None = None
     for function in (FETCH, PARSE):
         key = scaler_key(function)
-        memory = ScalerMemory.of(table.get(key, consistent=True))
+        stored = table.get(key, consistent=True)
+        memory = ScalerMemory.of(stored)
         signals = measure(
             platform, function, memory, now=now, backlog=backlog, default_span=settings.tick
         )
@@ -130,6 +252,9 @@ def run_scaler(
         if function == FETCH:
             window = feed_window(decision.concurrency, fetch_batch_size, deployed_window)
             item["window"] = window
+            if shedding is not None:
+                telemetry = _shed(stored, signals, memory, settings, shedding, sampling)
+                item.update(telemetry.state.to_item())
         table.put(item)
         logger.info("scaler decision", extra={"decision": decision.as_dict()})
         if emit is not None:
@@ -139,4 +264,6 @@ def run_scaler(
         decisions.append(decision)
     if emit is not None:
         emit(METRIC_FEED_WINDOW, window, {})
-    return ScalerRun(decisions, window)
+        if telemetry is not None:
+            emit(METRIC_TELEMETRY_SHED, int(telemetry.level is TelemetryLevel.SHED), {})
+    return ScalerRun(decisions, window, telemetry)

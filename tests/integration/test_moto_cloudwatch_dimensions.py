@@ -1,0 +1,58 @@
+"""moto patched: GetMetricStatistics reads the metric with exactly the requested dimensions,
+as CloudWatch does ("you must specify the same dimensions that were used when the metrics were
+created"), not every metric that includes them."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from tests.integration.conftest import Moto
+
+NOW = datetime.now(UTC).replace(microsecond=0)
+
+
+def _put(cloudwatch: Any, value: float, **dims: str) -> None:
+    cloudwatch.put_metric_data(
+        Namespace="stepcrawl",
+        MetricData=[
+            {
+                "MetricName": "PagesRecorded",
+                "Dimensions": [{"Name": k, "Value": v} for k, v in dims.items()],
+                "Timestamp": NOW,
+                "Value": value,
+            }
+        ],
+    )
+
+
+def _sum(cloudwatch: Any, **dims: str) -> float:
+    points = cloudwatch.get_metric_statistics(
+        Namespace="stepcrawl",
+        MetricName="PagesRecorded",
+        Dimensions=[{"Name": k, "Value": v} for k, v in dims.items()],
+        StartTime=NOW - timedelta(minutes=5),
+        EndTime=NOW + timedelta(minutes=5),
+        Period=600,
+        Statistics=["Sum"],
+    )["Datapoints"]
+    return sum(float(p["Sum"]) for p in points)
+
+
+@pytest.fixture
+def cloudwatch(moto: Moto) -> Any:
+    client = moto.client("cloudwatch")
+    # One EMF line, two dimension sets: the function's total and the task's series.
+    _put(client, 10, service="parse")
+    _put(client, 10, service="parse", pipeline="shop", task="crawl")
+    _put(client, 1)  # no dimensions at all
+    return client
+
+
+def test_the_requested_dimensions_name_one_metric(cloudwatch: Any) -> None:
+    assert _sum(cloudwatch, service="parse") == 10
+    assert _sum(cloudwatch, service="parse", pipeline="shop", task="crawl") == 10
+    assert _sum(cloudwatch) == 1
+    assert _sum(cloudwatch, service="fetch") == 0
+    assert _sum(cloudwatch, pipeline="shop") == 0, "a subset of a metric's dimensions is another"
