@@ -67,6 +67,7 @@ __all__ = [
     "OUTPUT_PARSE_QUEUE_URL",
     "OUTPUT_STATE_MACHINE_ARN_PREFIX",
     "OUTPUT_TABLE_NAME",
+    "PIPELINE_ALARM_SUFFIXES",
     "PLACEHOLDERS",
     "PLACEHOLDER_CONTROL_QUEUE_URL",
     "PLACEHOLDER_TABLE_NAME",
@@ -168,6 +169,19 @@ METRIC_FRONTIER_BACKLOG: Final = "FrontierBacklog"
 METRIC_RUNNING_TASKS: Final = "RunningTasks"
 METRIC_HEARTBEATS: Final = "Heartbeats"
 METRIC_SWEEP_ERRORS: Final = "SweepErrors"
+
+#: The alarms of one pipeline are named ``stepcrawl-<stage>-<pipeline><suffix>`` (infra/alarms.py):
+#: the notifier reads the pipeline back from the name, since a composite alarm (the SLO burns)
+#: carries no metric to read it from.
+PIPELINE_ALARM_SUFFIXES: Final = (
+    "-slo-fast-burn",
+    "-slo-slow-burn",
+    "-slo-fast-long",
+    "-slo-fast-short",
+    "-slo-slow-long",
+    "-slo-slow-short",
+    "-stale",
+)
 
 # CloudFormation outputs of the stack: infra/stack.py declares them, every client of a
 # deployment (stepcrawl.deployment, local mode's report) finds the resources by them.

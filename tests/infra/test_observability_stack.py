@@ -21,6 +21,7 @@ from stepcrawl.names import (
     METRIC_FETCH_THROTTLED,
     METRIC_PAGES_FETCHED,
     METRICS_NAMESPACE,
+    PIPELINE_ALARM_SUFFIXES,
 )
 from stepcrawl.scaling.shedding import SheddingSettings
 
@@ -261,3 +262,16 @@ def test_contributor_insights_ranks_the_hosts_fetch_gave_up_on(default) -> None:
     assert FETCH_FAILED_EVENT in text
     fetch_logs = default.logical_id(default.stack.workers.fetch.log_group)
     assert fetch_logs in text
+
+
+def test_every_pipeline_alarm_is_named_as_the_notifier_reads_it(default) -> None:
+    names = [*_alarms(default)]
+    names += [
+        c["Properties"]["AlarmName"]
+        for c in default.resources("AWS::CloudWatch::CompositeAlarm").values()
+    ]
+    for pipeline in default.stack.pipelines.machines:
+        own = [n for n in names if n.startswith(f"stepcrawl-dev-{pipeline}-")]
+        assert own, pipeline
+        for name in own:
+            assert name.endswith(PIPELINE_ALARM_SUFFIXES), name

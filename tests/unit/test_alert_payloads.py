@@ -33,7 +33,7 @@ from stepcrawl.alerts.config import (
     SlackChannel,
     WeComChannel,
 )
-from stepcrawl.alerts.events import EXECUTION_STATUS_CHANGE
+from stepcrawl.alerts.events import EXECUTION_STATUS_CHANGE, pipeline_of_alarm
 from stepcrawl.errors import ConfigError
 
 ALARM_NAME = "stepcrawl-dev-books-pages-failed"
@@ -537,3 +537,20 @@ def test_a_list_of_channels_in_one_secret_gets_stable_ids_and_hidden_urls() -> N
     assert [c.id for c in channels] == ["ops#0", "ops#1"]
     assert str(channels[1]) == "wecom channel ops#1 (oncall)"
     assert "SECRET" not in repr(channels)
+
+
+@pytest.mark.parametrize(
+    ("name", "stage", "pipeline"),
+    [
+        ("stepcrawl-prod-books-slo-fast-burn", "prod", "books"),
+        ("stepcrawl-prod-market-watch-stale", "prod", "market-watch"),
+        ("stepcrawl-my-stage-shop-slo-slow-long", "my-stage", "shop"),
+        ("stepcrawl-prod-fetch-dead-letters", "prod", None),  # the stack's, not a pipeline's
+        ("someone-elses-alarm-stale", None, None),
+    ],
+)
+def test_a_pipeline_alarm_without_a_metric_names_its_pipeline(
+    name: str, stage: str | None, pipeline: str | None
+) -> None:
+    """Composite alarms (the SLO burns) carry no Trigger: the name says the pipeline."""
+    assert pipeline_of_alarm(name, stage) == pipeline

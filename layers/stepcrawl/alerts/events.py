@@ -23,7 +23,7 @@ from urllib.parse import quote
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from stepcrawl.names import CANCELLED_ERROR, REPLACED_ERROR
+from stepcrawl.names import CANCELLED_ERROR, PIPELINE_ALARM_SUFFIXES, REPLACED_ERROR
 
 __all__ = [
     "EXECUTION_STATUS_CHANGE",
@@ -183,7 +183,7 @@ class AlarmChange(BaseModel):
         for dim in dims:
             if dim.name.lower() == STATE_MACHINE_DIMENSION:
                 return pipeline_of_state_machine(dim.value.rsplit(":", 1)[-1], stage)
-        return None
+        return pipeline_of_alarm(self.alarm_name, stage)
 
     @property
     def run(self) -> str | None:
@@ -373,6 +373,16 @@ class ParsedEvent:
 
 _STAGE_SEPARATOR: Final = "-"
 _PREFIX: Final = "stepcrawl-"
+
+
+def pipeline_of_alarm(name: str, stage: str | None = None) -> str | None:
+    """``stepcrawl-<stage>-<pipeline>-slo-fast-burn`` -> ``<pipeline>`` (the names of a
+    pipeline's alarms, :data:`~stepcrawl.names.PIPELINE_ALARM_SUFFIXES`); ``None`` for the
+    stack's other alarms."""
+    for suffix in PIPELINE_ALARM_SUFFIXES:
+        if name.endswith(suffix) and name.startswith(_PREFIX):
+            return pipeline_of_state_machine(name[: -len(suffix)], stage)
+    return None
 
 
 def pipeline_of_state_machine(name: str, stage: str | None = None) -> str:
