@@ -89,6 +89,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     pins = pinned(layer_site())
     if args.requirements_out is not None:
+        args.requirements_out.parent.mkdir(parents=True, exist_ok=True)  # a fresh clone has none
         args.requirements_out.write_text("".join(f"{pin}\n" for pin in pins), "utf-8")
     write_sbom(pins, args.out, pyproject=REPO_ROOT / "pyproject.toml")
     sys.stdout.write(f"{args.out}: {len(pins)} components of the library layer\n")

@@ -5,8 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from infra.config import REPO_ROOT
 from infra.sbom import pinned, write_sbom
+
+from infra import sbom
 
 
 def _dist(site: Path, name: str, version: str) -> None:
@@ -30,3 +33,16 @@ def test_the_sbom_lists_each_pinned_component_under_stepcrawl(tmp_path: Path) ->
     assert bom["metadata"]["component"]["name"] == "stepcrawl"
     purls = sorted(c["purl"] for c in bom["components"])
     assert purls == ["pkg:pypi/pyyaml@6.0.2", "pkg:pypi/selectolax@0.3.21"]
+
+
+def test_the_command_writes_both_files_where_no_directory_exists_yet(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    site = tmp_path / "site"
+    _dist(site, "PyYAML", "6.0.2")
+    monkeypatch.setattr(sbom, "layer_site", lambda: site)
+    out = tmp_path / "cdk.out" / "sbom.cdx.json"
+    pins = tmp_path / "cdk.out" / "layer-requirements.txt"
+    sbom.main(["--out", str(out), "--requirements-out", str(pins)])
+    assert pins.read_text("utf-8") == "PyYAML==6.0.2\n"
+    assert json.loads(out.read_text("utf-8"))["components"][0]["name"] == "PyYAML"
