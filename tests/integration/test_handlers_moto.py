@@ -27,6 +27,7 @@ from stepcrawl.compiler import compile_pipeline, definition_json, substitute
 from stepcrawl.crawl.context import CrawlConfig
 from stepcrawl.crawl.paths import items_prefix
 from stepcrawl.demo import DemoSite, ShopModel
+from stepcrawl.pipeline import Pipeline
 from stepcrawl.runtime import services_from_env
 
 from .conftest import Moto
@@ -138,37 +139,47 @@ def aws(moto: Moto, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator
     services_from_env.cache_clear()
 
 
-def test_a_compiled_run_through_the_real_handlers(aws: dict[str, Any]) -> None:
+def run_through_handlers(
+    aws: dict[str, Any], pipeline: Pipeline
+) -> tuple[dict[str, Any], list[Mapping]]:
+    """Compile ``pipeline``, start it in moto's Step Functions and play the dispatch, fetch
+    and parse mappings until the run ends (90 s at most); the execution's description, and
+    the mappings."""
     sfn = boto3.client("stepfunctions", region_name=REGION)
+    write_pipeline(pipeline, aws["dir"] / f"{pipeline.name}.yaml")  # where the handlers look
+    definition = substitute(
+        compile_pipeline(pipeline),
+        {
+            names.PLACEHOLDER_CONTROL_QUEUE_URL: aws["queues"]["control"],
+            names.PLACEHOLDER_TABLE_NAME: "stepcrawl",
+        },
+    )
+    machine = sfn.create_state_machine(
+        name=pipeline.name,
+        definition=definition_json(definition),
+        roleArn="arn:aws:iam::123456789012:role/stepcrawl",
+    )["stateMachineArn"]
+    execution = sfn.start_execution(stateMachineArn=machine, name="run-1")["executionArn"]
+    mappings = [
+        Mapping(aws["sqs"], aws["queues"]["control"], load_handler("dispatch"), 1),
+        Mapping(aws["sqs"], aws["queues"]["fetch"], load_handler("fetch"), 10),
+        Mapping(aws["sqs"], aws["queues"]["parse"], load_handler("parse"), 5),
+    ]
+    deadline = time.monotonic() + 90
+    status = "RUNNING"
+    while status == "RUNNING" and time.monotonic() < deadline:
+        moved = sum(m.poll() for m in mappings)
+        status = sfn.describe_execution(executionArn=execution)["status"]
+        if not moved:
+            time.sleep(0.1)
+    desc: dict[str, Any] = sfn.describe_execution(executionArn=execution)
+    return desc, mappings
+
+
+def test_a_compiled_run_through_the_real_handlers(aws: dict[str, Any]) -> None:
     with DemoSite(slow_delay=0.05) as site:
         pipeline = demo_pipeline(site.url, crawl_only=True)
-        write_pipeline(pipeline, aws["dir"] / f"{pipeline.name}.yaml")  # where the handlers look
-        definition = substitute(
-            compile_pipeline(pipeline),
-            {
-                names.PLACEHOLDER_CONTROL_QUEUE_URL: aws["queues"]["control"],
-                names.PLACEHOLDER_TABLE_NAME: "stepcrawl",
-            },
-        )
-        machine = sfn.create_state_machine(
-            name=pipeline.name,
-            definition=definition_json(definition),
-            roleArn="arn:aws:iam::123456789012:role/stepcrawl",
-        )["stateMachineArn"]
-        execution = sfn.start_execution(stateMachineArn=machine, name="run-1")["executionArn"]
-        mappings = [
-            Mapping(aws["sqs"], aws["queues"]["control"], load_handler("dispatch"), 1),
-            Mapping(aws["sqs"], aws["queues"]["fetch"], load_handler("fetch"), 10),
-            Mapping(aws["sqs"], aws["queues"]["parse"], load_handler("parse"), 5),
-        ]
-        deadline = time.monotonic() + 90
-        status = "RUNNING"
-        while status == "RUNNING" and time.monotonic() < deadline:
-            moved = sum(m.poll() for m in mappings)
-            status = sfn.describe_execution(executionArn=execution)["status"]
-            if not moved:
-                time.sleep(0.1)
-        desc = sfn.describe_execution(executionArn=execution)
+        desc, mappings = run_through_handlers(aws, pipeline)
         assert desc["status"] == "SUCCEEDED", desc
     items = []
     s3 = aws["s3"]

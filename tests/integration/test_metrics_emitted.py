@@ -6,18 +6,15 @@ catalogue says)."""
 from __future__ import annotations
 
 import json
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
-from tests.helpers.demo import CRAWL_TASK, demo_pipeline, write_pipeline
+from tests.helpers.demo import CRAWL_TASK, demo_pipeline
 
 from stepcrawl import names
-from stepcrawl.compiler import compile_pipeline, definition_json, substitute
 from stepcrawl.crawl.context import CrawlConfig
 from stepcrawl.crawl.failures import run_tasks
 from stepcrawl.demo import DemoSite
@@ -26,7 +23,7 @@ from stepcrawl.metrics_catalogue import BY_NAME, MetricRecorder
 from stepcrawl.runtime import container_metrics, services_from_env
 
 from .conftest import Moto
-from .test_handlers_moto import REGION, FakeContext, Mapping, load_handler
+from .test_handlers_moto import FakeContext, load_handler, run_through_handlers
 
 #: What any crawl of the demo shop emits from the fetch, parse and feed paths (the shop has
 #: broken links, a flaky page and a robots.txt: failures, retries and several statuses).
@@ -129,35 +126,9 @@ def test_the_handlers_print_the_catalogues_metrics_as_emf(
     aws: dict[str, Any], site: DemoSite, capsys: pytest.CaptureFixture[str]
 ) -> None:
     site.reset()
-    sfn = boto3.client("stepfunctions", region_name=REGION)
     pipeline = demo_pipeline(site.url, crawl_only=True)
-    write_pipeline(pipeline, aws["dir"] / f"{pipeline.name}.yaml")
-    definition = substitute(
-        compile_pipeline(pipeline),
-        {
-            names.PLACEHOLDER_CONTROL_QUEUE_URL: aws["queues"]["control"],
-            names.PLACEHOLDER_TABLE_NAME: "stepcrawl",
-        },
-    )
-    machine = sfn.create_state_machine(
-        name=pipeline.name,
-        definition=definition_json(definition),
-        roleArn="arn:aws:iam::123456789012:role/stepcrawl",
-    )["stateMachineArn"]
-    execution = sfn.start_execution(stateMachineArn=machine, name="run-1")["executionArn"]
-    mappings = [
-        Mapping(aws["sqs"], aws["queues"]["control"], load_handler("dispatch"), 1),
-        Mapping(aws["sqs"], aws["queues"]["fetch"], load_handler("fetch"), 10),
-        Mapping(aws["sqs"], aws["queues"]["parse"], load_handler("parse"), 5),
-    ]
-    deadline = time.monotonic() + 90
-    status = "RUNNING"
-    while status == "RUNNING" and time.monotonic() < deadline:
-        moved = sum(m.poll() for m in mappings)
-        status = sfn.describe_execution(executionArn=execution)["status"]
-        if not moved:
-            time.sleep(0.1)
-    assert status == "SUCCEEDED"
+    desc, _ = run_through_handlers(aws, pipeline)
+    assert desc["status"] == "SUCCEEDED", desc
     sweeper = load_handler("sweeper")
     sweeper.handler({}, FakeContext("sweeper", aws_request_id=str(uuid.uuid4())))
 
