@@ -8,7 +8,7 @@ NPM_STAMP := node_modules/.package-lock.json
 
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
-.PHONY: help setup demo test lint typecheck pytest schema synth sbom audit deploy clean
+.PHONY: help setup demo test lint typecheck pytest schema synth sbom audit deploy clean console
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -62,6 +62,9 @@ audit: sbom  ## pip-audit the layer's dependencies (needs the network: not part 
 
 deploy: $(STAMP) $(NPM_STAMP)  ## deploy the stack (STAGE=dev by default)
 	PATH="$(CURDIR)/$(BIN):$$PATH" npx cdk deploy --no-notices -c stage=$(or $(STAGE),dev)
+
+console:  ## build the console's assets into layers/stepcrawl/console/static (npm ci + vite build)
+	cd console && npm ci --no-audit --no-fund && npm run build
 
 clean:  ## remove the virtualenv and generated output
 	rm -rf $(VENV) $(OUT) .pytest_cache .mypy_cache .ruff_cache .hypothesis cdk.out .build node_modules

@@ -25,10 +25,12 @@ from stepcrawl.scaling.aws import parse_settings
 from stepcrawl.scaling.shedding import SheddingSettings
 
 __all__ = [
+    "CONSOLE_KEYS",
     "DEFAULTS",
     "ESM_CONCURRENCY_RANGE",
     "LOG_RETENTION_CHOICES",
     "REPO_ROOT",
+    "ConsoleSettings",
     "ContextError",
     "StackConfig",
     "cdk_json_context",
@@ -47,6 +49,7 @@ DEFAULTS: Final[Mapping[str, Any]] = {
     "parse_max_concurrency": 5,
     "alert_webhook_secrets": [],
     "scaler": {},
+    "console": {},
     **{name: CrawlConfig.model_fields[name].default for name in DEPLOYED_SETTINGS},
 }
 
@@ -55,6 +58,12 @@ _STAGE = re.compile(r"^[a-z][a-z0-9-]{0,15}$")
 LOG_RETENTION_CHOICES: Final = tuple(RETENTION_BY_DAYS)
 #: Lambda's event-source mapping MaximumConcurrency range for SQS.
 ESM_CONCURRENCY_RANGE: Final = (2, 1000)
+#: The fields of the ``console`` context object (docs/deploy.md, "Console on AWS").
+CONSOLE_KEYS: Final = ("enabled", "callback_urls", "domain_prefix")
+#: A Cognito hosted UI domain prefix: lower-case letters, digits and inner hyphens.
+_DOMAIN_PREFIX = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
+#: Words Cognito refuses in a domain prefix.
+_RESERVED_IN_PREFIX = ("aws", "amazon", "cognito")
 
 
 def cdk_json_context() -> dict[str, Any]:
@@ -119,6 +128,67 @@ def _scaler(raw: Any) -> tuple[ScalerSettings, SheddingSettings]:
 
 
 @dataclass(frozen=True)
+class ConsoleSettings:
+    """The ``console`` context: whether the stack deploys the console (docs/deploy.md)."""
+
+    enabled: bool = False
+    #: Sign-in callback (and sign-out) URLs besides ``https://<distribution domain>/``.
+    callback_urls: tuple[str, ...] = ()
+    #: The Cognito hosted UI domain prefix; None: ``stepcrawl-<stage>-<account id>``.
+    domain_prefix: str | None = None
+
+
+def _callback_url(url: Any) -> str:
+    # Cognito accepts http only for localhost; a console behind a proxy of one's own is https.
+    if not isinstance(url, str) or not (
+        url.startswith("https://") or re.match(r"^http://(localhost|127\.0\.0\.1)(:\d+)?/", url)
+    ):
+        raise ContextError(
+            f"context console.callback_urls: {url!r} must be an https:// URL "
+            "(http:// only for localhost)"
+        )
+    return url
+
+
+def _console(raw: Any) -> ConsoleSettings:
+    try:
+        data = json.loads(raw) if isinstance(raw, str) else raw  # -c console='{...}' is a string
+    except ValueError as bad:
+        raise ContextError(f"context console: {raw!r} is not JSON ({bad})") from None
+    if not isinstance(data, dict):
+        raise ContextError(
+            f'context console: {raw!r} must be an object such as {{"enabled": true}}'
+        )
+    unknown = sorted(set(data) - set(CONSOLE_KEYS))
+    if unknown:
+        raise ContextError(
+            f"context console.{unknown[0]}: unknown field; the fields are "
+            + ", ".join(CONSOLE_KEYS)
+        )
+    enabled = data.get("enabled", False)
+    if not isinstance(enabled, bool):
+        raise ContextError(f"context console.enabled: expected true or false, got {enabled!r}")
+    urls = data.get("callback_urls", [])
+    if not isinstance(urls, list):
+        raise ContextError(f"context console.callback_urls: expected a list of URLs, got {urls!r}")
+    prefix = data.get("domain_prefix")
+    if prefix is not None and (
+        not isinstance(prefix, str)
+        or not _DOMAIN_PREFIX.match(prefix)
+        or any(word in prefix for word in _RESERVED_IN_PREFIX)
+    ):
+        raise ContextError(
+            f"context console.domain_prefix: {prefix!r} must be 1-63 lower-case letters, digits "
+            "or inner hyphens, without aws, amazon or cognito (Cognito's rule)"
+        )
+    return ConsoleSettings(
+        enabled=enabled,
+        callback_urls=tuple(_callback_url(url) for url in urls),
+        domain_prefix=prefix,
+    )
+
+
+@dataclass(frozen=True)
 class StackConfig:
     """What one deployment (one stage) is built with."""
 
@@ -137,6 +207,8 @@ class StackConfig:
     shedding: SheddingSettings = field(default_factory=SheddingSettings)
     #: The notifier's channel secrets, by name (docs/alerts.md).
     alert_webhook_secrets: tuple[str, ...] = ()
+    #: The console on AWS (``console`` context; off by default, never in local mode).
+    console: ConsoleSettings = field(default_factory=ConsoleSettings)
 
     @property
     def prefix(self) -> str:
@@ -187,4 +259,5 @@ class StackConfig:
             scaler=scaler,
             shedding=shedding,
             alert_webhook_secrets=_secrets(value("alert_webhook_secrets")),
+            console=_console(value("console")),
         )

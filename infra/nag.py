@@ -9,11 +9,13 @@ else still fails.
 
 from __future__ import annotations
 
-from aws_cdk import Acknowledgment, CfnElement, Validations
+from aws_cdk import Acknowledgment, CfnElement, DefaultStackSynthesizer, Stack, Validations
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
 from constructs import IConstruct
 
 from infra.access import BODIES, ITEMS
+from infra.console import Console
 from infra.pipelines import OWN_EXECUTION_ACTIONS, integrations, state_machine_name
 from infra.stack import StepcrawlStack
 
@@ -42,6 +44,11 @@ S3_ACTION_REASON = (
 PREFIX_REASON = (
     "Objects under one key prefix of the stack's own bucket, the prefix this worker's keys are "
     "built under by stepcrawl.crawl.paths (see the table in infra/access.py)."
+)
+RUNTIME_REASON = (
+    "Python 3.12 on purpose: the library layer is built from cp312 manylinux aarch64 wheels "
+    "(infra/bundling.py); moving to a newer runtime is a deliberate change of LAMBDA_PYTHON and "
+    "the runtime together."
 )
 OWN_EXECUTIONS_REASON = (
     "The run lock describes (and for overlap=replace stops) the previous run of this same "
@@ -82,16 +89,7 @@ def acknowledge_reviewed_findings(stack: StepcrawlStack) -> None:
         workers.scaler,
         workers.notify,
     ):
-        Validations.of(function).acknowledge(
-            Acknowledgment(
-                id=f"{PACK}::{PACK}-L1",
-                reason=(
-                    "Python 3.12 on purpose: the library layer is built from cp312 "
-                    "manylinux aarch64 wheels (infra/bundling.py); moving to a newer runtime "
-                    "is a deliberate change of LAMBDA_PYTHON and the runtime together."
-                ),
-            )
-        )
+        _ack(function, "L1", RUNTIME_REASON)
         reason = XRAY_REASON if function is not workers.scaler else SCALER_REASON
         _ack(_policy(function.role), "IAM5[Resource::*]", reason)
 
@@ -136,3 +134,125 @@ def acknowledge_reviewed_findings(stack: StepcrawlStack) -> None:
                 f"{state_machine_name(stack.config, name)}:*"
             )
             _ack(policy, f"IAM5[Resource::{arn}]", OWN_EXECUTIONS_REASON)
+
+    if stack.console is not None:
+        _console(stack, stack.console)
+
+
+def _console(stack: StepcrawlStack, console: Console) -> None:
+    """The console's findings (context ``console``; infra/console.py)."""
+    _ack(
+        console.bucket,
+        "S1",
+        "Holds only the console's built page and config.json, written by the stack's "
+        "deployment; private (public access blocked, TLS only) and read only by the console's "
+        "distribution through Origin Access Control. Server access logs would need a log bucket "
+        "the stack does not keep (as for the data bucket); the HTTP API's access log records "
+        "every request that reads or changes data.",
+    )
+    distribution = console.distribution
+    _ack(
+        distribution,
+        "CFR1",
+        "A team console, used from wherever its users are: they are created by an "
+        "administrator, sign in with TOTP MFA, and every API request needs their JWT.",
+    )
+    _ack(
+        distribution,
+        "CFR2",
+        "A web ACL bills per month, ACL and rule; the page is static files, every API route "
+        "needs a Cognito JWT, the API stage is throttled (infra/console.py THROTTLE) and "
+        "Cognito's threat protection (Plus plan) guards the sign-in.",
+    )
+    _ack(
+        distribution,
+        "CFR3",
+        "Standard logging needs an ACL-enabled log bucket the stack does not keep; behind the "
+        "distribution are the public page files (no data) and the HTTP API, whose access log "
+        "records every request with the signed-in user, route and status.",
+    )
+    _ack(
+        distribution,
+        "CFR4",
+        "The distribution has no custom domain, so it uses the default *.cloudfront.net "
+        "certificate, with which CloudFront accepts TLSv1 whatever the security policy. A custom "
+        "domain with an ACM certificate and TLSv1.2_2021 removes this; the stack does not "
+        "manage domains.",
+    )
+
+    function = console.function.function
+    _ack(function, "L1", RUNTIME_REASON)
+    policy = _policy(function.role)
+    _ack(
+        policy,
+        "IAM5[Resource::*]",
+        XRAY_REASON + " lambda:ListEventSourceMappings has no resource-level permission "
+        "either: the topology reads a queue's consumer concurrency from its mapping (read only, "
+        "configuration, no data).",
+    )
+    for name in stack.pipelines.machines:
+        arn = (
+            "arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:"
+            f"{state_machine_name(stack.config, name)}:*"
+        )
+        _ack(
+            policy,
+            f"IAM5[Resource::{arn}]",
+            "The console shows, follows and cancels runs: DescribeExecution, "
+            "DescribeStateMachineForExecution, GetExecutionHistory and StopExecution take an "
+            "execution ARN, here limited to the executions of this stage's own state machine "
+            "(execution:<name>:*).",
+        )
+
+    # CDK's BucketDeployment: its handler (a singleton function of the stack) and the grants
+    # it gives the role we hand it (infra/console.py DeployRole).
+    handlers = [
+        child
+        for child in Stack.of(console).node.children
+        if isinstance(child, lambda_.Function)
+        and child.node.id.startswith("Custom::CDKBucketDeployment")
+    ]
+    assert len(handlers) == 1, [h.node.path for h in handlers]
+    _ack(
+        handlers[0],
+        "L1",
+        "The handler of CDK's BucketDeployment: aws-cdk-lib picks its runtime (and moves it "
+        "with the library); it runs only while `cdk deploy` copies the console's page.",
+    )
+    deployer = _policy(console.deploy_role)
+    deploy_reason = (
+        "Granted by CDK's BucketDeployment to the deployment's own role (used only during "
+        "`cdk deploy`): "
+    )
+    _ack(
+        deployer,
+        "IAM5[Resource::*]",
+        deploy_reason + "cloudfront:CreateInvalidation/GetInvalidation, to invalidate the "
+        "console's distribution after copying a new page.",
+    )
+    for action in ("Abort*", "DeleteObject*", "GetBucket*", "GetObject*", "List*"):
+        _ack(
+            deployer,
+            f"IAM5[Action::s3:{action}]",
+            deploy_reason + "the action groups of its grant_read (the asset bucket) and "
+            "grant_read_write (the console's own bucket, which it syncs and prunes).",
+        )
+    qualifier = (
+        stack.node.try_get_context("@aws-cdk/core:bootstrapQualifier")
+        or DefaultStackSynthesizer.DEFAULT_QUALIFIER
+    )
+    _ack(
+        deployer,
+        f"IAM5[Resource::arn:<AWS::Partition>:s3:::cdk-{qualifier}-assets-<AWS::AccountId>-"
+        "<AWS::Region>/*]",
+        deploy_reason + "the CDK bootstrap asset bucket, where the CLI uploaded the zipped "
+        "page that the deployment reads.",
+    )
+    assets = console.bucket.node.default_child
+    assert isinstance(assets, CfnElement)
+    _ack(
+        deployer,
+        f"IAM5[Resource::<{stack.resolve(stack.get_logical_id(assets))}.Arn>/*]",
+        deploy_reason + "every object of the console's own bucket: the page is synced (and "
+        "stale files pruned) as a whole.",
+    )

@@ -12,6 +12,7 @@ from infra.access import WorkerAccess
 from infra.alarms import Alarms
 from infra.alerting import AlertTopic
 from infra.config import StackConfig
+from infra.console import Console
 from infra.dashboard import Dashboard
 from infra.functions import DISPATCH, FETCH, PARSE, Workers
 from infra.layers import PIPELINES_MOUNT, LibraryLayer, PipelinesLayer
@@ -21,6 +22,8 @@ from infra.storage import Storage
 from infra.tracing import RunSampling, sampling_rule_name
 from stepcrawl.names import (
     OUTPUT_BUCKET_NAME,
+    OUTPUT_CONSOLE_URL,
+    OUTPUT_CONSOLE_USER_POOL_ID,
     OUTPUT_CONTROL_DLQ_URL,
     OUTPUT_CONTROL_QUEUE_URL,
     OUTPUT_FETCH_DLQ_URL,
@@ -36,7 +39,8 @@ __all__ = ["StepcrawlStack"]
 
 class StepcrawlStack(Stack):
     """Storage, queues, layers, workers, one state machine (+ schedule) per pipeline, the
-    alert topic, alarms and the runs' trace sampling."""
+    alert topic, alarms, the runs' trace sampling and, with the ``console`` context, the
+    console (``console`` is None without it)."""
 
     def __init__(
         self, scope: Construct, construct_id: str, *, config: StackConfig, **kwargs: Any
@@ -124,6 +128,18 @@ class StepcrawlStack(Stack):
             pipelines={s.name: s.pipeline for s in self.sources},
             alarms=self.alarms.alarms,
         )
+        self.console: Console | None = None
+        if config.console.enabled:
+            self.console = Console(
+                self,
+                "Console",
+                config=config,
+                storage=self.storage,
+                queues=self.queues,
+                machines=machines,
+                layers=[self.library.layer, self.pipelines_layer.layer],
+                pipelines_dir=PIPELINES_MOUNT,
+            )
         self._outputs()
 
     def _outputs(self) -> None:
@@ -143,4 +159,17 @@ class StepcrawlStack(Stack):
                 OUTPUT_STATE_MACHINE_ARN_PREFIX + construct_name(name),
                 value=machine.state_machine.state_machine_arn,
                 description=f"state machine of pipeline {name}",
+            )
+        if self.console is not None:
+            CfnOutput(
+                self,
+                OUTPUT_CONSOLE_URL,
+                value=self.console.url,
+                description="the console (sign in with a user of the console's user pool)",
+            )
+            CfnOutput(
+                self,
+                OUTPUT_CONSOLE_USER_POOL_ID,
+                value=self.console.user_pool.user_pool_id,
+                description="the console's users (aws cognito-idp admin-create-user ...)",
             )

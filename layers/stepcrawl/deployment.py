@@ -48,6 +48,7 @@ __all__ = [
     "RunStatus",
     "TaskDef",
     "TaskStatus",
+    "execution_events",
     "new_run_id",
     "stack_name",
     "tasks_of_definition",
@@ -136,9 +137,18 @@ class RunStatus:
 class Deployment:
     """The stack ``stepcrawl-<stage>`` as its outputs describe it."""
 
-    def __init__(self, stage: str, *, client: ClientFactory | None = None) -> None:
+    def __init__(
+        self,
+        stage: str,
+        *,
+        client: ClientFactory | None = None,
+        config: CrawlConfig | None = None,
+    ) -> None:
         self.stage = stage
         self._client: ClientFactory = client or _default_client
+        #: The engine's settings when the caller has them already (a function of the stack
+        #: reads them from its own environment): :meth:`crawl_config` need not look.
+        self._config = config
         self._clients: dict[str, Any] = {}
         try:
             stacks = self.client("cloudformation").describe_stacks(StackName=stack_name(stage))
@@ -202,6 +212,8 @@ class Deployment:
         Read from a worker function's environment, where the stack put them: a client that
         writes to the frontier (``stepcrawl redrive``) must shard it as the functions do.
         """
+        if self._config is not None:
+            return self._config
         cloudformation, functions = self.client("cloudformation"), self.client("lambda")
         pages = cloudformation.get_paginator("list_stack_resources").paginate(
             StackName=stack_name(self.stage)
@@ -295,7 +307,7 @@ class Deployment:
         sfn = self.client("stepfunctions")
         described = sfn.describe_execution(executionArn=arn)
         tasks = {t: TaskStatus(t, d.type) for t, d in self.tasks(pipeline).items()}
-        for event in _history(sfn, arn):
+        for event in execution_events(sfn, arn):
             _apply(tasks, event)
         table = self.table
         for task in tasks.values():
@@ -366,7 +378,8 @@ def _default_client(service: str) -> Any:
     return boto3.client(service)  # type: ignore[call-overload]
 
 
-def _history(sfn: Any, arn: str) -> Iterator[dict[str, Any]]:
+def execution_events(sfn: Any, arn: str) -> Iterator[dict[str, Any]]:
+    """Every event of an execution's history, oldest first (page by page)."""
     kwargs: dict[str, Any] = {"executionArn": arn, "maxResults": 1000}
     while True:
         page = sfn.get_execution_history(**kwargs)

@@ -59,6 +59,8 @@ __all__ = [
     "METRIC_TELEMETRY_SHED",
     "METRIC_URLS_FED",
     "OUTPUT_BUCKET_NAME",
+    "OUTPUT_CONSOLE_URL",
+    "OUTPUT_CONSOLE_USER_POOL_ID",
     "OUTPUT_CONTROL_DLQ_URL",
     "OUTPUT_CONTROL_QUEUE_URL",
     "OUTPUT_FETCH_DLQ_URL",
@@ -193,6 +195,9 @@ OUTPUT_FETCH_QUEUE_URL: Final = "FetchQueueUrl"
 OUTPUT_FETCH_DLQ_URL: Final = "FetchDeadLetterQueueUrl"
 OUTPUT_PARSE_QUEUE_URL: Final = "ParseQueueUrl"
 OUTPUT_PARSE_DLQ_URL: Final = "ParseDeadLetterQueueUrl"
+#: The console on AWS (the ``console`` context flag): its address and its sign-in's user pool.
+OUTPUT_CONSOLE_URL: Final = "ConsoleUrl"
+OUTPUT_CONSOLE_USER_POOL_ID: Final = "ConsoleUserPoolId"
 #: One output per pipeline: this prefix + the pipeline's construct name (``my-shop`` ->
 #: ``StateMachineArnMyShop``); its value is the state machine's ARN.
 OUTPUT_STATE_MACHINE_ARN_PREFIX: Final = "StateMachineArn"

@@ -322,18 +322,23 @@ def container_loop() -> asyncio.AbstractEventLoop:
     several containers as threads of one process.
     """
     loop: asyncio.AbstractEventLoop | None = getattr(_container, "loop", None)
-    if loop is None:
+    if loop is None or loop.is_closed():
+        # Closed: close_containers() ended this thread's container (a local cloud stopped);
+        # the next invocation on the thread is a cold start, fetcher included (its pool lived
+        # on the old loop).
         loop = _container.loop = asyncio.new_event_loop()
+        _container.fetcher = None
     return loop
 
 
 def container_fetcher() -> Fetcher:
     """The container's fetcher (its HTTP client lives on the container's loop)."""
+    loop = container_loop()
     fetcher: Fetcher | None = getattr(_container, "fetcher", None)
     if fetcher is None:
         fetcher = _container.fetcher = Fetcher()
         with _opened_lock:
-            _opened.append((container_loop(), fetcher))
+            _opened.append((loop, fetcher))
     return fetcher
 
 

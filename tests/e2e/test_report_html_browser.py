@@ -10,36 +10,20 @@ the ``chromium`` package) and is skipped, saying why, when there is none.
 
 from __future__ import annotations
 
-import os
-import shutil
 from pathlib import Path
 
 import pytest
 from rich.console import Console
+from tests.helpers.browser import chromium, keep_screenshot, launch_args
 
 from stepcrawl.demo import ShopModel
 from stepcrawl.local.demo import run_demo
 
 pytestmark = pytest.mark.slow
 
-DOCS_IMAGE = Path(__file__).resolve().parents[2] / "docs" / "img" / "report-html.png"
-BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
-
-
-def _chromium() -> str | None:
-    chosen = os.environ.get("STEPCRAWL_CHROMIUM")
-    if chosen:
-        return chosen
-    return next((path for name in BROWSERS if (path := shutil.which(name))), None)
-
 
 def test_the_report_renders_offline_in_chromium(tmp_path: Path, cloud_env: None) -> None:
-    sync_api = pytest.importorskip(
-        "playwright.sync_api", reason="playwright is not installed (pip install playwright)"
-    )
-    executable = _chromium()
-    if executable is None:
-        pytest.skip(f"no Chromium executable found ({', '.join(BROWSERS)}; or STEPCRAWL_CHROMIUM)")
+    sync_api, executable = chromium()
     run, exact = run_demo(
         tmp_path / "out",
         model=ShopModel(categories=3, products_per_category=12),
@@ -51,9 +35,7 @@ def test_the_report_renders_offline_in_chromium(tmp_path: Path, cloud_env: None)
     requests: list[str] = []
     errors: list[str] = []
     with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=executable, args=["--no-sandbox", "--disable-gpu"]
-        )
+        browser = playwright.chromium.launch(executable_path=executable, args=launch_args)
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 900})
             page.on("request", lambda request: requests.append(request.url))
@@ -77,7 +59,4 @@ def test_the_report_renders_offline_in_chromium(tmp_path: Path, cloud_env: None)
             browser.close()
     assert errors == []
     assert requests == [report.as_uri()]
-    assert shot.stat().st_size > 10_000
-    if os.environ.get("STEPCRAWL_UPDATE_SCREENSHOTS") == "1":
-        DOCS_IMAGE.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(shot, DOCS_IMAGE)
+    keep_screenshot(shot, "report-html.png")

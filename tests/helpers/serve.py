@@ -11,13 +11,15 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
+import httpx
 from tests.helpers.demo import SMALL_SHOP_DEFAULTS, demo_pipeline, write_pipeline
 
+from stepcrawl.console.server import TOKEN_HEADER
 from stepcrawl.demo import DemoSite, ShopModel
 
-__all__ = ["BIN", "exe", "serving"]
+__all__ = ["BIN", "ServedConsole", "exe", "served_console", "serving"]
 
 BIN = Path(sys.executable).parent
 PIPELINE = "demo-shop"
@@ -68,3 +70,30 @@ def _pump(stream: IO[str], lines: queue.Queue[str]) -> None:
     for line in stream:
         lines.put(line)
     lines.put("")  # end of output: serve has exited
+
+
+class ServedConsole:
+    """The console of a `stepcrawl serve`: its printed URL, and an API client with the token."""
+
+    def __init__(self, url: str, pipelines: Path) -> None:
+        self.url = url
+        self.base, _, self.token = url.partition("/?token=")
+        self.pipelines = pipelines
+        self.http = httpx.Client(base_url=self.base, headers={TOKEN_HEADER: self.token}, timeout=30)
+
+    def get(self, path: str, **params: str) -> Any:
+        response = self.http.get(path, params=params)
+        assert response.status_code == 200, response.text
+        return response.json()
+
+    def post(self, path: str, body: dict[str, Any] | None = None) -> httpx.Response:
+        return self.http.post(path, json=body or {})
+
+
+@contextmanager
+def served_console(directory: Path, *options: str) -> Iterator[ServedConsole]:
+    """`stepcrawl serve` of the demo pipeline with its console on a free port."""
+    with serving(
+        directory, "--console-port", "0", *options, until="STEPCRAWL_CONSOLE_URL"
+    ) as exported:
+        yield ServedConsole(exported["STEPCRAWL_CONSOLE_URL"], directory / "pipelines")

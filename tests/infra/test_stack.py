@@ -636,7 +636,10 @@ def test_outputs_are_exactly_the_names_clients_read(default) -> None:
     assert constants.keys() <= set(names.__all__)
     prefix = constants.pop("OUTPUT_STATE_MACHINE_ARN_PREFIX")
     machines = {prefix + construct_name(name) for name in PIPELINES}
+    # the console's outputs come with the console (context flag; tests/infra/test_console_stack.py)
+    console = {constants.pop(k) for k in ("OUTPUT_CONSOLE_URL", "OUTPUT_CONSOLE_USER_POOL_ID")}
     assert set(default.json["Outputs"]) == set(constants.values()) | machines
+    assert not console & set(default.json["Outputs"])
 
 
 # ---------------------------------------------------------------------------------- variants

@@ -8,6 +8,7 @@ the environment ``stepcrawl serve`` prints. Same code path either way.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -35,6 +36,7 @@ from stepcrawl.names import (
 if TYPE_CHECKING:
     from stepcrawl.crawl.context import CrawlServices, StaticRegistry
     from stepcrawl.crawl.failures import Failure
+    from stepcrawl.demo import DemoSite
     from stepcrawl.deployment import Deployment, RunStatus
     from stepcrawl.storage import Table as StoredTable
 
@@ -157,13 +159,43 @@ def serve(
             help="Serve Prometheus metrics on http://127.0.0.1:PORT/metrics (0: a free port).",
         ),
     ] = None,
+    console_port: Annotated[
+        int | None,
+        typer.Option(
+            "--console-port",
+            min=0,
+            max=65535,
+            show_default="8780, or a free port if taken",
+            help="Serve the console (docs/console.md) on http://127.0.0.1:PORT/ (0: a free port).",
+        ),
+    ] = None,
+    console: Annotated[
+        bool, typer.Option("--console/--no-console", help="Serve the console.")
+    ] = True,
+    probe_interval: Annotated[
+        int,
+        typer.Option(
+            "--probe-interval", min=250, help="The console's default live-topology probe (ms)."
+        ),
+    ] = 2000,
+    demo_site: Annotated[
+        bool,
+        typer.Option(
+            "--demo-site",
+            help="Also serve the bundled demo shop on 127.0.0.1:8765, the site "
+            "pipelines/demo-shop.yaml crawls.",
+        ),
+    ] = False,
 ) -> None:
     """Keep a local cloud up: the stack deployed, functions polling, schedules firing.
 
     Prints the environment for the aws CLI, boto3 and `stepcrawl start/status/items/cancel/
-    failures/redrive` to use it. Ctrl-C stops it (nothing is kept).
+    failures/redrive` to use it, and the console's URL (with its access token). Ctrl-C stops
+    it (nothing is kept but the pipeline files the console saved, and their history).
     """
-    from stepcrawl.local.alarms import (  # noqa: PLC0415 - heavy imports
+    from stepcrawl.console.api import ProbeSettings  # noqa: PLC0415 - heavy imports
+    from stepcrawl.console.local import console_for  # noqa: PLC0415
+    from stepcrawl.local.alarms import (  # noqa: PLC0415
         alert_secret_name,
         read_alert_channels,
         store_alert_channels,
@@ -186,15 +218,35 @@ def serve(
             if channels is not None:
                 secretsmanager = cloud.emulator.client("secretsmanager")
                 store_alert_channels(secretsmanager, alert_secret_name(stage), channels)
-        with cloud, _or_exit(lambda: start_metrics_exporter(cloud, metrics_port)) as metrics:
+        with contextlib.ExitStack() as running:
+            running.enter_context(cloud)
+            metrics = running.enter_context(
+                _or_exit(lambda: start_metrics_exporter(cloud, metrics_port))
+            )
+            if demo_site:
+                running.callback(_or_exit(_demo_site).stop)
+            editor = None
+            if console:
+                settings = _or_exit(lambda: ProbeSettings(interval_ms=probe_interval))
+                editor = running.enter_context(
+                    _or_exit(
+                        lambda: console_for(
+                            cloud, paths or [Path("pipelines")], port=console_port, probe=settings
+                        )
+                    )
+                )
             names = ", ".join(p.name for p, _ in found) or "none"
             err.print(
                 f"[green]local cloud up[/green] (stack stepcrawl-{stage}; pipelines: {names})"
             )
+            if editor is not None:
+                err.print(f"console: {editor.url}", soft_wrap=True, highlight=False)
             err.print("functions log to out/serve/functions.log; in another shell:")
             for key, value in cloud.environment().items():
                 out.print(f"export {key}={value}")
             out.print(f"export STEPCRAWL_METRICS_URL={metrics.url}")  # Prometheus' /metrics
+            if editor is not None:
+                out.print(f"export STEPCRAWL_CONSOLE_URL={editor.url}", soft_wrap=True)
             sys.stdout.flush()
             try:
                 threading.Event().wait()
@@ -426,6 +478,16 @@ def redrive_dlq(
     # A queue that does not exist is a ResourceNotFoundError (a ConfigError): exit 2, say so.
     moved = _or_exit(lambda: dead_letters.move_to(target))
     out.print(f"moved {moved} message(s) from {dead_letters.url} to {target}")
+
+
+def _demo_site() -> DemoSite:
+    """The demo shop, started on the port the bundled demo pipeline crawls."""
+    from stepcrawl.demo import DEMO_PORT, DemoSite  # noqa: PLC0415
+
+    try:
+        return DemoSite(port=DEMO_PORT).start()
+    except OSError as exc:
+        raise ConfigError(f"cannot serve the demo shop on port {DEMO_PORT}: {exc}") from None
 
 
 def _deployment(stage: str) -> Deployment:

@@ -48,6 +48,7 @@ __all__ = [
     "TaskLogs",
     "fingerprint",
     "log_entries",
+    "next_deltas",
     "pack",
     "recorded_lines",
     "unpack",
@@ -205,21 +206,33 @@ class TaskLog:
         found_in_all = 0
         while True:
             probe = max(1, min(_MAX_PROBE, self.probe))
-            keys = [log_key(self.run, self.task, self.seq + n) for n in range(1, probe + 1)]
-            items = table.batch_get(keys, consistent=True)
-            applied = 0
-            for key in keys:
-                item = items.get(key)
-                if item is None:
-                    break
-                self.apply(Delta.of(item))
-                applied += 1
+            deltas = next_deltas(table, self.run, self.task, self.seq, probe, consistent=True)
+            for delta in deltas:
+                self.apply(delta)
+            applied = len(deltas)
             found_in_all += applied
             if applied < probe:
                 # Ask next time for as many as this refresh found, plus the one that ends it.
                 self.probe = min(found_in_all + 1, _FIRST_PROBE)
                 return self
             self.probe = probe * 2  # behind by more than a round: read faster
+
+
+def next_deltas(
+    table: Table, run: str, task: str, after: int, count: int, *, consistent: bool
+) -> list[Delta]:
+    """The log's entries after sequence ``after``, at most ``count``, read by key in one
+    batch; they stop at the first missing sequence (entries are appended one by one, so the
+    first missing one is the end)."""
+    keys = [log_key(run, task, after + n) for n in range(1, count + 1)]
+    items = table.batch_get(keys, consistent=consistent)
+    found: list[Delta] = []
+    for key in keys:
+        item = items.get(key)
+        if item is None:
+            break
+        found.append(Delta.of(item))
+    return found
 
 
 def log_entries(table: Table, run: str, task: str) -> Iterator[Item]:

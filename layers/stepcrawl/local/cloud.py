@@ -83,6 +83,7 @@ def synthesize(
         "aws:cdk:bundling-stacks": [],  # the functions run here: no layer to build
         "pipelines_dir": str(pipelines_dir.resolve()),
         "stage": stage,
+        "console": {},  # local mode serves its console itself (stepcrawl serve)
     }
     if alert_secrets is not None:
         context["alert_webhook_secrets"] = list(alert_secrets)

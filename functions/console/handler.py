@@ -1,0 +1,21 @@
+"""HTTP API (payload v2, JWT-authorized by the user pool) -> the console API of the stage."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools import Logger, Tracer
+from aws_lambda_powertools.logging import correlation_paths
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from stepcrawl.console.aws import handle
+
+logger = Logger(service="console")
+tracer = Tracer(service="console")
+
+
+# Responses carry pipeline files and run details: kept out of the traces.
+@tracer.capture_lambda_handler(capture_response=False)
+@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_HTTP)
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    return handle(event)
