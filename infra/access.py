@@ -5,7 +5,8 @@
 | dispatch | rw    | rw+delete ``items/``, ``quarantine/`` and    | fetch (feed), | task response |
 |          |       | each S3 load target's prefix                 | control       |               |
 | fetch    | rw    | put ``bodies/``                              | fetch, parse  | -             |
-| parse    | rw    | get ``bodies/``; put+delete ``items/``       | fetch, control| task response |
+| parse    | rw    | get ``bodies/``; put+delete ``items/``;      | fetch, control| task response |
+|          |       | put ``archive/`` (``archive: warc``)         |               |               |
 | sweeper  | rw    | -                                            | fetch, control| task response |
 | scaler   | rw    | -                                            | -             | -             |
 | notify   | get, put, delete | -                                 | -             | -             |
@@ -14,7 +15,8 @@ plus, for the scaler, ``sqs:GetQueueAttributes`` on the fetch and parse queues,
 ``lambda:GetEventSourceMapping``/``UpdateEventSourceMapping`` on those two mappings only, and
 ``cloudwatch:GetMetricStatistics`` (which takes no resource: cdk-nag's finding is acknowledged
 in :mod:`infra.nag`); and, for dispatch, write access to the DynamoDB tables that deployed
-load tasks name (imported by name: ``Table.from_table_name(...).grant_write_data``).
+load tasks name (imported by name: ``Table.from_table_name(...).grant_write_data``), and, for
+fetch, read access to the proxy secrets deployed crawl tasks name (``proxy.secret``).
 Receiving from its own queue is granted by the event-source mapping. ``grant_send_messages``
 also allows ``sqs:GetQueueAttributes``, which the feeder needs to read the fetch queue's depth.
 
@@ -44,9 +46,20 @@ from infra.pipelines import PipelineSource
 from infra.queues import WorkQueues
 from infra.storage import Storage
 from stepcrawl.alerts.secrets import SSM_PREFIX
+from stepcrawl.archive.warc import archive_key
 from stepcrawl.crawl.paths import body_key, items_part_key, quarantine_prefix
+from stepcrawl.names import ENV_PROXY_SECRETS
+from stepcrawl.pipeline import CrawlTask
 
-__all__ = ["BODIES", "ITEMS", "QUARANTINE", "WorkerAccess", "load_prefix_pattern"]
+__all__ = [
+    "ARCHIVES",
+    "BODIES",
+    "ITEMS",
+    "QUARANTINE",
+    "WorkerAccess",
+    "load_prefix_pattern",
+    "proxy_secrets",
+]
 
 
 def _top(key: str) -> str:
@@ -57,6 +70,7 @@ def _top(key: str) -> str:
 BODIES = _top(body_key("run", "task", "url", 1))
 ITEMS = _top(items_part_key("pipeline", "run", "task", "bundle"))
 QUARANTINE = _top(quarantine_prefix("pipeline", "run", "task"))
+ARCHIVES = _top(archive_key("pipeline", "run", "task", "bundle"))  # archive: warc
 
 
 def load_prefix_pattern(template: str) -> str:
@@ -66,6 +80,26 @@ def load_prefix_pattern(template: str) -> str:
     placeholder covers the whole bucket (``*``).
     """
     return template.split("{", 1)[0] + "*"
+
+
+def proxy_secrets(sources: Sequence[PipelineSource]) -> list[str]:
+    """The Secrets Manager secrets (names or ARNs) the pipelines' crawl tasks name as
+    ``proxy.secret``: what the fetch function may read (docs/pipelines.md, Requests)."""
+    return sorted(
+        {
+            task.proxy.secret
+            for source in sources
+            for task in source.pipeline.tasks
+            if isinstance(task, CrawlTask) and task.proxy is not None and task.proxy.secret
+        }
+    )
+
+
+def _secret(scope: Construct, construct_id: str, name: str) -> secrets.ISecret:
+    """A secret by ARN or by name (``from_secret_name_v2``: any version suffix)."""
+    if name.startswith("arn:"):
+        return secrets.Secret.from_secret_complete_arn(scope, construct_id, name)
+    return secrets.Secret.from_secret_name_v2(scope, construct_id, name)
 
 
 class WorkerAccess(Construct):
@@ -107,12 +141,20 @@ class WorkerAccess(Construct):
         bucket.grant_put(fetch, BODIES)
         queues.fetch.queue.grant_send_messages(fetch)
         queues.parse.queue.grant_send_messages(fetch)
+        # fetch: the proxy secrets deployed crawl tasks name (proxy.secret), and no other;
+        # their names travel in ENV_PROXY_SECRETS, the fetcher's allow-list.
+        self.proxy_secrets = proxy_secrets(sources)
+        if self.proxy_secrets:
+            fetch.add_environment(ENV_PROXY_SECRETS, ",".join(self.proxy_secrets))
+        for number, name in enumerate(self.proxy_secrets):
+            _secret(self, f"ProxySecret{number}", name).grant_read(fetch)
 
         # parse: reads large raw pages, writes (and empties) item parts, feeds, finishes tasks.
         table.grant_read_write_data(parse)
         bucket.grant_read(parse, BODIES)
         bucket.grant_put(parse, ITEMS)
         bucket.grant_delete(parse, ITEMS)
+        bucket.grant_put(parse, ARCHIVES)  # archive: warc, one file per bundle
         queues.fetch.queue.grant_send_messages(parse)
         queues.control.queue.grant_send_messages(parse)
         for machine in machines:

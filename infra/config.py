@@ -47,6 +47,7 @@ DEFAULTS: Final[Mapping[str, Any]] = {
     "dispatch_max_concurrency": 5,
     "fetch_max_concurrency": 10,
     "parse_max_concurrency": 5,
+    "render_max_concurrency": 2,  # render: browser (infra/render.py)
     "alert_webhook_secrets": [],
     "scaler": {},
     "console": {},
@@ -198,6 +199,8 @@ class StackConfig:
     dispatch_max_concurrency: int = DEFAULTS["dispatch_max_concurrency"]
     fetch_max_concurrency: int = DEFAULTS["fetch_max_concurrency"]
     parse_max_concurrency: int = DEFAULTS["parse_max_concurrency"]
+    #: The render function's mapping (each container runs one Chromium).
+    render_max_concurrency: int = DEFAULTS["render_max_concurrency"]
     #: The crawl engine's deployable settings (passed to the functions' environment).
     engine: CrawlConfig = field(default_factory=CrawlConfig)
     #: The scaler's thresholds (``scaler`` context: an object of :class:`ScalerSettings`
@@ -254,6 +257,9 @@ class StackConfig:
             ),
             parse_max_concurrency=_int(
                 "parse_max_concurrency", value("parse_max_concurrency"), low, high
+            ),
+            render_max_concurrency=_int(
+                "render_max_concurrency", value("render_max_concurrency"), low, high
             ),
             engine=_engine({name: value(name) for name in DEPLOYED_SETTINGS}),
             scaler=scaler,

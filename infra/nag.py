@@ -14,7 +14,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from constructs import IConstruct
 
-from infra.access import BODIES, ITEMS
+from infra.access import ARCHIVES, BODIES, ITEMS
 from infra.console import Console
 from infra.pipelines import OWN_EXECUTION_ACTIONS, integrations, state_machine_name
 from infra.stack import StepcrawlStack
@@ -111,7 +111,7 @@ def acknowledge_reviewed_findings(stack: StepcrawlStack) -> None:
     worker_prefixes = {
         stack.workers.dispatch: stack.access.dispatch_patterns,
         stack.workers.fetch: [BODIES],
-        stack.workers.parse: sorted({BODIES, ITEMS}),
+        stack.workers.parse: sorted({ARCHIVES, BODIES, ITEMS}),
     }
     actions = {
         stack.workers.dispatch: ["Abort*", "DeleteObject*", "GetBucket*", "GetObject*", "List*"],
@@ -134,6 +134,12 @@ def acknowledge_reviewed_findings(stack: StepcrawlStack) -> None:
                 f"{state_machine_name(stack.config, name)}:*"
             )
             _ack(policy, f"IAM5[Resource::{arn}]", OWN_EXECUTIONS_REASON)
+
+    if stack.render is not None:  # render: browser (infra/render.py): the fetch function's grants
+        policy = _policy(stack.render.role)
+        _ack(policy, "IAM5[Resource::*]", XRAY_REASON)
+        _ack(policy, f"IAM5[Resource::<{bucket}.Arn>/{BODIES}]", PREFIX_REASON)
+        _ack(policy, "IAM5[Action::s3:Abort*]", S3_ACTION_REASON)
 
     if stack.console is not None:
         _console(stack, stack.console)

@@ -18,6 +18,7 @@ from infra.functions import DISPATCH, FETCH, PARSE, Workers
 from infra.layers import PIPELINES_MOUNT, LibraryLayer, PipelinesLayer
 from infra.pipelines import Pipelines, construct_name, load_pipelines
 from infra.queues import WorkQueues
+from infra.render import RenderWorker, renders_pages
 from infra.storage import Storage
 from infra.tracing import RunSampling, sampling_rule_name
 from stepcrawl.names import (
@@ -30,6 +31,7 @@ from stepcrawl.names import (
     OUTPUT_FETCH_QUEUE_URL,
     OUTPUT_PARSE_DLQ_URL,
     OUTPUT_PARSE_QUEUE_URL,
+    OUTPUT_RENDER_QUEUE_URL,
     OUTPUT_STATE_MACHINE_ARN_PREFIX,
     OUTPUT_TABLE_NAME,
 )
@@ -78,6 +80,18 @@ class StepcrawlStack(Stack):
             pipelines_dir=PIPELINES_MOUNT,
             schedule_group=self.schedule_group,
         )
+        # render: browser pages: a container-image function, only where a pipeline renders
+        self.render: RenderWorker | None = None
+        if renders_pages([s.pipeline for s in self.sources]):
+            self.render = RenderWorker(
+                self,
+                "Render",
+                config=config,
+                storage=self.storage,
+                queues=self.queues,
+                workers=self.workers,
+                pipeline_files=[s.path for s in self.sources],
+            )
         self.pipelines = Pipelines(
             self,
             "Pipelines",
@@ -153,6 +167,8 @@ class StepcrawlStack(Stack):
         ):
             CfnOutput(self, url, value=queue.queue.queue_url)
             CfnOutput(self, dead_letters_url, value=queue.dead_letters.queue_url)
+        if self.render is not None:  # render: browser (infra/render.py)
+            CfnOutput(self, OUTPUT_RENDER_QUEUE_URL, value=self.render.queue.queue.queue_url)
         for name, machine in self.pipelines.machines.items():
             CfnOutput(
                 self,

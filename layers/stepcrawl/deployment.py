@@ -38,6 +38,7 @@ from stepcrawl.names import (
     OUTPUT_FETCH_QUEUE_URL,
     OUTPUT_PARSE_DLQ_URL,
     OUTPUT_PARSE_QUEUE_URL,
+    OUTPUT_RENDER_QUEUE_URL,
     OUTPUT_STATE_MACHINE_ARN_PREFIX,
     OUTPUT_TABLE_NAME,
 )
@@ -242,6 +243,12 @@ class Deployment:
             tokens=SfnTokens(client=self.client("stepfunctions")),
             registry=registry,
             config=self.crawl_config(),
+            # render: browser pages are fed to the render queue (crawl/render.py)
+            render_queue=(
+                self.queue(OUTPUT_RENDER_QUEUE_URL)
+                if OUTPUT_RENDER_QUEUE_URL in self.outputs
+                else None
+            ),
         )
 
     def machine(self, pipeline: str) -> str:

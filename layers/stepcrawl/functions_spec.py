@@ -2,7 +2,8 @@
 (``infra/functions.py``), the cost model (:mod:`stepcrawl.cost`) prices their GB-seconds by it.
 
 Lambda gives a function CPU in proportion to its memory, so the CPU-bound ones (dispatch runs
-the ETL stages, parse extracts) get more; fetch mostly waits on the network.
+the ETL stages, parse extracts) get more; fetch mostly waits on the network. render (``render:
+browser``, infra/render.py) runs one Chromium for up to four pages at once.
 """
 
 from __future__ import annotations
@@ -15,5 +16,13 @@ __all__ = ["FUNCTION_MEMORY_MB"]
 
 #: Function name (``functions/<name>/``) -> memory size in MB.
 FUNCTION_MEMORY_MB: Final[Mapping[str, int]] = MappingProxyType(
-    {"dispatch": 1024, "fetch": 512, "parse": 1024, "sweeper": 512, "scaler": 256, "notify": 256}
+    {
+        "dispatch": 1024,
+        "fetch": 512,
+        "parse": 1024,
+        "sweeper": 512,
+        "scaler": 256,
+        "notify": 256,
+        "render": 2048,
+    }
 )

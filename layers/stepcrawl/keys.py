@@ -15,6 +15,7 @@
 | run's task slots  | ``ADMIT#<run>``                 | ``SLOTS``                  |
 | task admission    | ``ADMIT#<run>``                 | ``Q#<task>``               |
 | admitting run     | ``ADMITTING``                   | ``<run>``                  |
+| page state        | ``PAGE#<pipeline>#<task>#<url hash>`` | ``S``                  |
 
 There is no item per URL: a task's URL state is its log (:mod:`stepcrawl.crawl.tasklog`), one
 sequence whose entries are spread over :data:`LOG_STRIPES` partitions by sequence number
@@ -33,6 +34,11 @@ their own, apart from the task records, which every commit writes: they take a f
 task start and finish, and one query reads a run's whole queue. ``ADMITTING`` lists the runs
 that have tasks waiting or holding a slot, for the periodic sweep (as ``RUNNING`` lists the
 running crawl tasks).
+
+Page states are the one item per URL, and only for ``incremental: true`` tasks
+(:mod:`stepcrawl.crawl.incremental`): they outlive runs (the TTL ``expires_at``), so their
+key names the pipeline and task, not a run; one partition per URL spreads their reads and
+writes.
 """
 
 from __future__ import annotations
@@ -62,6 +68,7 @@ __all__ = [
     "log_key",
     "log_pk",
     "log_stripe",
+    "page_state_key",
     "pipeline_pk",
     "run_lock_key",
     "run_pk",
@@ -87,6 +94,7 @@ LEASE_SK: Final = "LEASE"
 LOG_STRIPES: Final = 8
 _BREAKER_SK: Final = "B"
 _SCALER_SK: Final = "S"
+_PAGE_STATE_SK: Final = "S"
 #: Partition listing the runs with tasks waiting for, or holding, a slot (the sweep walks it).
 ADMITTING_PK: Final = "ADMITTING"
 #: Sort key of a run's slot counter (partition key: :func:`admission_pk`).
@@ -176,6 +184,13 @@ def scaler_key(function: str) -> Key:
     """The scaler's state for one function's mapping: what it remembers between ticks, the
     concurrency it set and (fetch) the feed window and the telemetry level (shedding)."""
     return (f"SCALER#{function}", _SCALER_SK)
+
+
+def page_state_key(pipeline: str, task: str, url: str) -> Key:
+    """What an incremental crawl task keeps of one canonical URL between runs (validators,
+    items fingerprint, links; :mod:`stepcrawl.crawl.incremental`), with the TTL
+    ``expires_at``. One partition per URL: the fetch stage reads a batch's states by key."""
+    return (f"PAGE#{pipeline}#{task}#{url_hash(url)}", _PAGE_STATE_SK)
 
 
 def alert_key(key: str) -> Key:

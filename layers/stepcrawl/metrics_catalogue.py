@@ -82,6 +82,7 @@ FAILURE_CLASSES: Final = (
     "parser",
     "host_down",
     "internal_error",
+    "sitemap",  # a sitemap document that could not be read (crawl/sitemaps.py)
     "other",
 )
 
@@ -299,6 +300,18 @@ CATALOGUE: Final[tuple[MetricSpec, ...]] = (
         "`stepcrawl failures RUN --class C` lists them, `redrive` retries them",
     ),
     _spec(
+        names.METRIC_PAGES_UNCHANGED,
+        "Count",
+        "Sum",
+        ("parse",),
+        _BY_TASK,
+        "pages of incremental tasks recorded unchanged: a 304 to a conditional request, or "
+        "the same items as the last run; they write no items (emit: changed)",
+        "near PagesRecorded on every run: the site changes little, and a longer schedule or "
+        "sitemap_since would do; 0 on a recrawl: the site sends no validators and its items "
+        "change every time (a timestamp field?)",
+    ),
+    _spec(
         names.METRIC_ITEMS,
         "Count",
         "Sum",
@@ -306,6 +319,17 @@ CATALOGUE: Final[tuple[MetricSpec, ...]] = (
         _BY_TASK,
         "items extracted from the pages recorded",
         "items per page falls: the site's markup changed and the extract rules miss",
+    ),
+    _spec(
+        names.METRIC_JSONLD_SKIPPED,
+        "Count",
+        "Sum",
+        ("parse",),
+        _BY_TASK,
+        "JSON-LD scripts of the pages recorded that are not JSON, skipped (the page's other "
+        "scripts are still read)",
+        "steadily above 0: the site writes broken JSON-LD; the fields it held come from "
+        "nowhere, read them from microdata, OpenGraph or CSS instead",
     ),
     _spec(
         names.METRIC_LINKS_DISCOVERED,

@@ -13,13 +13,17 @@ __all__ = [
     "CONTROL_MESSAGE_VERSION",
     "ENV_ALERT_CHANNELS",
     "ENV_BUCKET",
+    "ENV_CHROMIUM",
     "ENV_CONTROL_QUEUE_URL",
     "ENV_FETCH_CONCURRENCY",
     "ENV_FETCH_MAPPING",
     "ENV_FETCH_QUEUE_URL",
+    "ENV_LOCAL_SECRETS",
     "ENV_PARSE_MAPPING",
     "ENV_PARSE_QUEUE_URL",
     "ENV_PIPELINES_DIR",
+    "ENV_PROXY_SECRETS",
+    "ENV_RENDER_QUEUE_URL",
     "ENV_SAMPLING_RULE",
     "ENV_SCALER",
     "ENV_SHARDS",
@@ -44,6 +48,7 @@ __all__ = [
     "METRIC_FRONTIER_BACKLOG",
     "METRIC_HEARTBEATS",
     "METRIC_ITEMS",
+    "METRIC_JSONLD_SKIPPED",
     "METRIC_LINKS_ADMITTED",
     "METRIC_LINKS_DISCOVERED",
     "METRIC_MESSAGES_FAILED",
@@ -52,6 +57,7 @@ __all__ = [
     "METRIC_PAGES_FAILED",
     "METRIC_PAGES_FETCHED",
     "METRIC_PAGES_RECORDED",
+    "METRIC_PAGES_UNCHANGED",
     "METRIC_PARSE_LATENCY",
     "METRIC_RUNNING_TASKS",
     "METRIC_SCALER_DECISIONS",
@@ -67,6 +73,7 @@ __all__ = [
     "OUTPUT_FETCH_QUEUE_URL",
     "OUTPUT_PARSE_DLQ_URL",
     "OUTPUT_PARSE_QUEUE_URL",
+    "OUTPUT_RENDER_QUEUE_URL",
     "OUTPUT_STATE_MACHINE_ARN_PREFIX",
     "OUTPUT_TABLE_NAME",
     "PIPELINE_ALARM_SUFFIXES",
@@ -126,19 +133,35 @@ ENV_SCALER: Final = "STEPCRAWL_SCALER"
 ENV_ALERT_CHANNELS: Final = "STEPCRAWL_ALERT_CHANNELS"
 #: The deployment's stage (state machines are ``stepcrawl-<stage>-<pipeline>``).
 ENV_STAGE: Final = "STEPCRAWL_STAGE"
+#: The fetch function's proxy secrets (comma-separated names or ARNs, as the deployed
+#: pipelines' ``proxy.secret`` name them): the only secrets it is granted and may read.
+ENV_PROXY_SECRETS: Final = "STEPCRAWL_PROXY_SECRETS"
+#: Local cloud only: a JSON file ``{secret name: value}`` stored in the emulator's Secrets
+#: Manager when the cloud starts (``stepcrawl run`` / ``serve``; docs/local.md).
+ENV_LOCAL_SECRETS: Final = "STEPCRAWL_LOCAL_SECRETS"
 #: The event source mappings the scaler sets (their UUIDs).
 ENV_FETCH_MAPPING: Final = "STEPCRAWL_FETCH_MAPPING"
 ENV_PARSE_MAPPING: Final = "STEPCRAWL_PARSE_MAPPING"
 #: The name of the stage's X-Ray sampling rule (its runs' traces), whose rate the scaler
 #: lowers while telemetry is shed (:mod:`stepcrawl.scaling.shedding`); unset: left alone.
 ENV_SAMPLING_RULE: Final = "STEPCRAWL_SAMPLING_RULE"
+#: The render queue (``render: browser`` pages; crawl/render.py): the feeders send those
+#: pages there, the render function consumes it. Unset: no render function is deployed.
+ENV_RENDER_QUEUE_URL: Final = "STEPCRAWL_RENDER_QUEUE_URL"
+#: The Chromium executable the render function drives (default: the first of chromium,
+#: chromium-browser, google-chrome on PATH; fetch/browser.py).
+ENV_CHROMIUM: Final = "STEPCRAWL_CHROMIUM"
 
 # CloudWatch metrics (EMF through Powertools).
 METRICS_NAMESPACE: Final = "stepcrawl"
 METRIC_PAGES_FETCHED: Final = "PagesFetched"
 METRIC_PAGES_FAILED: Final = "PagesFailed"
 METRIC_PAGES_RECORDED: Final = "PagesRecorded"
+#: Pages of incremental tasks recorded unchanged (a 304, or the same items' fingerprint).
+METRIC_PAGES_UNCHANGED: Final = "PagesUnchanged"
 METRIC_ITEMS: Final = "Items"
+#: JSON-LD scripts of recorded pages skipped because they are not JSON (structured data).
+METRIC_JSONLD_SKIPPED: Final = "JsonLdSkipped"
 METRIC_BUNDLES: Final = "ParseBundles"
 METRIC_BREAKER_TRANSITIONS: Final = "BreakerTransitions"
 #: Fetches answered 429/503 or with Retry-After, and fetches that failed transiently (5xx,
@@ -192,6 +215,8 @@ OUTPUT_BUCKET_NAME: Final = "BucketName"
 OUTPUT_CONTROL_QUEUE_URL: Final = "ControlQueueUrl"
 OUTPUT_CONTROL_DLQ_URL: Final = "ControlDeadLetterQueueUrl"
 OUTPUT_FETCH_QUEUE_URL: Final = "FetchQueueUrl"
+#: Only where a deployed pipeline renders pages (render: browser; infra/render.py).
+OUTPUT_RENDER_QUEUE_URL: Final = "RenderQueueUrl"
 OUTPUT_FETCH_DLQ_URL: Final = "FetchDeadLetterQueueUrl"
 OUTPUT_PARSE_QUEUE_URL: Final = "ParseQueueUrl"
 OUTPUT_PARSE_DLQ_URL: Final = "ParseDeadLetterQueueUrl"

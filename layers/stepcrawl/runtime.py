@@ -10,7 +10,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from typing import Final, Generic, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Final, Generic, ParamSpec, Protocol, TypeVar
 
 from stepcrawl.crawl.context import (
     DEPLOYED_SETTINGS,
@@ -27,6 +27,7 @@ from stepcrawl.names import (
     ENV_FETCH_QUEUE_URL,
     ENV_PARSE_QUEUE_URL,
     ENV_PIPELINES_DIR,
+    ENV_RENDER_QUEUE_URL,
     ENV_TABLE,
     METRICS_NAMESPACE,
 )
@@ -34,11 +35,15 @@ from stepcrawl.scaling.scaler import TelemetryCache
 from stepcrawl.scaling.shedding import TelemetryLevel
 from stepcrawl.storage import Meter, Table, Usage
 
+if TYPE_CHECKING:
+    from stepcrawl.fetch.browser import BrowserFetcher
+
 __all__ = [
     "SHED_LOGGERS",
     "SHED_LOG_LEVEL",
     "apply_telemetry",
     "close_containers",
+    "container_browser",
     "container_fetcher",
     "container_loop",
     "container_metrics",
@@ -145,6 +150,11 @@ def _services() -> CrawlServices:
         control_queue=(
             SqsQueue(os.environ[ENV_CONTROL_QUEUE_URL], meter=meter)
             if os.environ.get(ENV_CONTROL_QUEUE_URL)
+            else None
+        ),
+        render_queue=(  # render: browser (crawl/render.py)
+            SqsQueue(os.environ[ENV_RENDER_QUEUE_URL], meter=meter)
+            if os.environ.get(ENV_RENDER_QUEUE_URL)
             else None
         ),
     )
@@ -310,8 +320,14 @@ def table_from_env() -> Table:
 
 
 _container = threading.local()
+
+
+class _Closable(Protocol):
+    async def aclose(self) -> None: ...
+
+
 #: Every container's (loop, fetcher), so that local mode can close them when it stops.
-_opened: list[tuple[asyncio.AbstractEventLoop, Fetcher]] = []
+_opened: list[tuple[asyncio.AbstractEventLoop, _Closable]] = []
 _opened_lock = threading.Lock()
 
 
@@ -328,6 +344,7 @@ def container_loop() -> asyncio.AbstractEventLoop:
         # on the old loop).
         loop = _container.loop = asyncio.new_event_loop()
         _container.fetcher = None
+        _container.browser = None
     return loop
 
 
@@ -336,10 +353,27 @@ def container_fetcher() -> Fetcher:
     loop = container_loop()
     fetcher: Fetcher | None = getattr(_container, "fetcher", None)
     if fetcher is None:
-        fetcher = _container.fetcher = Fetcher()
+        # proxy credentials from Secrets Manager (Powertools Parameters, cached per process)
+        from stepcrawl.secret_store import read_secret  # noqa: PLC0415 - boto3 when used
+
+        fetcher = _container.fetcher = Fetcher(secrets=read_secret)
         with _opened_lock:
             _opened.append((loop, fetcher))
     return fetcher
+
+
+def container_browser() -> BrowserFetcher:
+    """The render function container's browser fetcher (its Chromium lives on the
+    container's loop; Playwright is imported on its first page, not here)."""
+    from stepcrawl.fetch.browser import BrowserFetcher  # noqa: PLC0415 - the render path only
+
+    loop = container_loop()
+    browser: BrowserFetcher | None = getattr(_container, "browser", None)
+    if browser is None:
+        browser = _container.browser = BrowserFetcher()
+        with _opened_lock:
+            _opened.append((loop, browser))
+    return browser
 
 
 def close_containers() -> None:

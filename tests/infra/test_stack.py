@@ -244,7 +244,15 @@ def test_function_shared_defaults(default, spec) -> None:
     fetch_queue = default.logical_id(default.stack.queues.fetch.queue)
     parse_queue = default.logical_id(default.stack.queues.parse.queue)
     control_queue = default.logical_id(default.stack.queues.control.queue)
-    assert props["Environment"]["Variables"] == {
+    variables = dict(props["Environment"]["Variables"])
+    if default.stack.render is not None and spec.name in ("dispatch", "parse", "sweeper"):
+        # pipelines/browser-rendering.yaml: the feeders know the render queue (test_render_stack)
+        render_queue = default.logical_id(default.stack.render.queue.queue)
+        assert variables.pop("STEPCRAWL_RENDER_QUEUE_URL") == {"Ref": render_queue}
+    if spec.name == "fetch":
+        # pipelines/requests.yaml names a proxy secret (test_proxy_secrets_stack)
+        assert variables.pop("STEPCRAWL_PROXY_SECRETS") == "stepcrawl/proxies"
+    assert variables == {
         ENV_TABLE: {"Ref": table},
         ENV_BUCKET: {"Ref": bucket},
         ENV_FETCH_QUEUE_URL: {"Ref": fetch_queue},
@@ -289,7 +297,8 @@ def test_event_source_mappings(default, spec, queue: str, max_concurrency: int) 
 
 
 def test_the_sweeper_runs_every_minute_without_retries(default) -> None:
-    assert len(default.resources("AWS::Lambda::EventSourceMapping")) == 3  # none for it
+    rendering = default.stack.render is not None  # its own mapping: test_render_stack.py
+    assert len(default.resources("AWS::Lambda::EventSourceMapping")) == 3 + rendering  # none for it
     sweeper = default.logical_id(default.stack.workers.sweeper)
     schedules = [
         s["Properties"]
@@ -540,13 +549,17 @@ def test_fetch_may_only_put_raw_bodies(default) -> None:
     assert ("dynamodb:UpdateItem", f"<{table}.Arn>") in pairs
 
 
-def test_parse_reads_bodies_and_writes_items_only(default) -> None:
+def test_parse_reads_bodies_and_writes_items_and_archives_only(default) -> None:
     stack = default.stack
     pairs = allowed(default, role_of(default, stack.workers.parse))
     bucket = default.logical_id(stack.storage.bucket)
     bodies, items = f"<{bucket}.Arn>/bodies/*", f"<{bucket}.Arn>/items/*"
+    archives = f"<{bucket}.Arn>/archive/*"  # archive: warc (stepcrawl/archive)
     objects = {(a, r) for a, r in pairs if a.startswith("s3:") and r != f"<{bucket}.Arn>"}
-    assert {r for _, r in objects} == {bodies, items}
+    assert {r for _, r in objects} == {bodies, items, archives}
+    assert ("s3:PutObject", archives) in objects
+    writes = ("s3:PutObject", "s3:Abort")  # no reading or deleting of archives
+    assert all(a.startswith(writes) for a, r in objects if r == archives)
     assert ("s3:GetObject*", bodies) in objects
     assert ("s3:PutObject", bodies) not in objects
     assert ("s3:DeleteObject*", bodies) not in objects
@@ -579,7 +592,14 @@ def test_sweeper_feeds_and_answers_tokens_only(default) -> None:
     assert ("dynamodb:UpdateItem", f"<{table}.Arn>") in pairs
     assert ("sqs:SendMessage", f"<{fetch}.Arn>") in pairs
     assert ("sqs:SendMessage", f"<{control}.Arn>") in pairs
-    assert {r for a, r in pairs if a.startswith("sqs:")} == {f"<{fetch}.Arn>", f"<{control}.Arn>"}
+    render = (  # pipelines/browser-rendering.yaml: it feeds the render queue too
+        {f"<{default.logical_id(stack.render.queue.queue)}.Arn>"} if stack.render else set()
+    )
+    assert {r for a, r in pairs if a.startswith("sqs:")} == {
+        f"<{fetch}.Arn>",
+        f"<{control}.Arn>",
+        *render,
+    }
     assert not any(a.startswith("s3:") for a, _ in pairs)
     assert {a for a, _ in pairs if a.startswith("states:")} == {
         "states:SendTaskSuccess",

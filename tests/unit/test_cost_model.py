@@ -49,6 +49,7 @@ def test_the_defaults_are_the_stacks_and_the_stated_ones() -> None:
         "sweeper": 512,
         "scaler": 256,
         "notify": 256,
+        "render": 2048,  # render: browser (infra/render.py)
     }
     assert dict(FUNCTION_MEMORY_MB) == DEFAULTS.memory_mb
     assert DEFAULTS.fetch_in_flight == CrawlConfig().fetch_concurrency

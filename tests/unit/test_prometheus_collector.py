@@ -204,7 +204,7 @@ def test_the_series_are_the_catalogues_dimension_sets_for_the_tasks() -> None:
     }
     failed = {s.labels.get("class") for s in series if s.spec.name == names.METRIC_PAGES_FAILED}
     assert failed == {"fatal", "transient", "throttle", "parser", "host_down", "internal_error",
-                      "other"}  # fmt: skip
+                      "sitemap", "other"}  # fmt: skip
     fed = {s.labels["service"] for s in series if s.spec.name == names.METRIC_URLS_FED}
     assert fed == {"dispatch", "parse", "sweeper"}
     for s in series:  # every series is one of its metric's dimension sets, service first

@@ -240,3 +240,4 @@ def main() -> None:
 from stepcrawl.cli import cloud_commands as _cloud_commands  # noqa: E402, F401
 from stepcrawl.cli import cost_command as _cost_command  # noqa: E402, F401
 from stepcrawl.cli import diagnose_command as _diagnose_command  # noqa: E402, F401
+from stepcrawl.cli import replay_command as _replay_command  # noqa: E402, F401

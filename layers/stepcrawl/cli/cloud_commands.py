@@ -84,6 +84,15 @@ def run(
         str | None, typer.Option("--run-id", help="The run's name (default: time-based).")
     ] = None,
     alerts: AlertsOption = None,
+    state: Annotated[
+        Path | None,
+        typer.Option(
+            "--state",
+            help="Keep incremental tasks' page states in this file between runs: read before "
+            "the run (when it exists), written after it; the next run is then a recrawl "
+            "(docs/pipelines.md, Incremental recrawls).",
+        ),
+    ] = None,
 ) -> None:
     """Run a pipeline on the local cloud (the stack deployed into an embedded emulator).
 
@@ -105,6 +114,7 @@ def run(
             source=pipeline_file,
             console=err,
             alerts=channels,
+            state=state,
         )
     )
     _summary(result.report, out_dir)

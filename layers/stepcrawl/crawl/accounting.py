@@ -49,6 +49,8 @@ _COUNTERS = (
     "dropped",
     "skipped",
     "parser_errors",
+    "unchanged",  # incremental tasks (crawl/incremental.py)
+    "deleted",
 )
 
 
@@ -123,6 +125,8 @@ def failure_record(run: str, task: str, page: PageCommit, now: float) -> dict[st
         "attempts": page.ref.attempt,
         "depth": page.ref.depth,
         "at": now,
+        # A sitemap document is re-driven as one (crawl/sitemaps.py); pages keep their shape.
+        **({"kind": page.ref.kind} if page.ref.kind != "page" else {}),
     }
 
 
@@ -211,6 +215,9 @@ def task_summary(record: dict[str, Any]) -> dict[str, Any]:
         "items_dropped": int(record.get("dropped", 0)),
         "pages_skipped": int(record.get("skipped", 0)),
         "parser_errors": int(record.get("parser_errors", 0)),
+        # Incremental tasks: pages recorded unchanged, known pages gone (tombstones).
+        "pages_unchanged": int(record.get("unchanged", 0)),
+        "pages_deleted": int(record.get("deleted", 0)),
         "bytes": int(record.get("bytes", 0)),
         "duration_s": round(
             float(record.get("finished_at", 0)) - float(record.get("started_at", 0)), 3

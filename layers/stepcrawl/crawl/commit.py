@@ -24,7 +24,7 @@ import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from stepcrawl.crawl.context import CrawlServices
 from stepcrawl.crawl.messages import UrlRef
@@ -33,6 +33,9 @@ from stepcrawl.crawl.tasklog import Delta, PageLine, TaskLog, fingerprint
 from stepcrawl.errors import RetryableError
 from stepcrawl.keys import log_key, task_key
 from stepcrawl.storage import All, Cond, Condition, TransactionConflict, Usage, Write
+
+if TYPE_CHECKING:
+    from stepcrawl.crawl.incremental import PageState
 
 __all__ = ["BundleCommit", "Decision", "PageCommit", "append", "commit_bundles"]
 
@@ -55,6 +58,11 @@ class PageCommit:
     failure: str = ""  # class of a failed page: fatal, transient, throttle, parser
     fetch_ms: float = 0.0  # the last attempt's fetch, for latency percentiles
     parse_ms: float = 0.0
+    # Incremental tasks (crawl/incremental.py): a page whose items did not change (or a 304),
+    # a known page now gone (a tombstone), and the state it leaves for the next run.
+    unchanged: bool = False
+    deleted: bool = False
+    state: PageState | None = None
 
     def line(self) -> PageLine:
         return PageLine(
@@ -228,6 +236,8 @@ def _counters(
         "dropped": sum(p.dropped for p in mine),
         "skipped": skipped,
         "parser_errors": sum(p.failure == "parser" for p in mine),
+        "unchanged": sum(p.unchanged for p in mine),
+        "deleted": sum(p.deleted for p in mine),
         "bytes": sum(p.size for p in mine),
         **spent,
     }

@@ -165,6 +165,9 @@ class CrawlServices:
     #: The control queue, to hand an admitted ETL task to dispatch (None: run it in place,
     #: as the in-memory runner does).
     control_queue: Queue | None = None
+    #: The render queue: pages of ``render: browser`` go there, to the render function
+    #: (crawl/render.py; None: no render function deployed).
+    render_queue: Queue | None = None
     #: Emit a metric of the catalogue: ``metric(METRIC_X, value, pipeline=..., task=...)``
     #: (:mod:`stepcrawl.metrics_catalogue`). By default an in-memory recorder (tests read it
     #: back); on Lambda the container's, which the handler prints as EMF after each invocation.

@@ -24,6 +24,7 @@ from stepcrawl.crawl.context import CrawlServices
 from stepcrawl.crawl.frontier import enqueue
 from stepcrawl.crawl.items import task_items
 from stepcrawl.crawl.messages import ControlMessage, UrlRef
+from stepcrawl.crawl.sitemaps import start_documents
 from stepcrawl.crawl.states import AdmissionState, TaskState
 from stepcrawl.crawl.tasklog import Delta, TaskLog, fingerprint
 from stepcrawl.extract.urls import canonical_url
@@ -97,6 +98,9 @@ def start_crawl(
     run = message.run_id
     settings = pipeline.settings_for(task.id)
     urls = list(dict.fromkeys(_seed_urls(services, pipeline, task, run)))
+    # Sitemap documents first (crawl/sitemaps.py): the pages come from them.
+    kinds = start_documents(task, urls)
+    urls = list(dict.fromkeys([*kinds, *urls]))
     seeds = urls[: settings.limits.max_pages]
     # A log entry must stay under DynamoDB's 400 KB: the seeds past the first chunk are
     # admitted by further entries, each once (by its id).
@@ -122,7 +126,8 @@ def start_crawl(
             seeds = [url for url in seeds if fingerprint(url) not in log.recorded]
     for n, start in enumerate(range(0, len(rest), SEED_CHUNK), start=2):
         _admit_seeds(services, run, task.id, f"{SEED_COMMIT}-{n}", rest[start : start + SEED_CHUNK])
-    enqueue(services, run, task.id, [UrlRef(url=url, depth=0) for url in seeds], SEED_COMMIT)
+    refs = [UrlRef.model_validate({"url": u, "kind": kinds.get(u, "page")}) for u in seeds]
+    enqueue(services, run, task.id, refs, SEED_COMMIT)
     advance_task(services, pipeline, run, task.id)
 
 

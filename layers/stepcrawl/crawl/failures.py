@@ -42,6 +42,7 @@ class Failure:
     attempts: int
     depth: int
     at: float
+    kind: str = "page"  # a sitemap document: "sitemap" or "robots" (crawl/sitemaps.py)
 
     @classmethod
     def of(cls, task: str, item: dict[str, Any]) -> Failure:
@@ -55,6 +56,7 @@ class Failure:
             attempts=int(item.get("attempts", 1)),
             depth=int(item.get("depth", 0)),
             at=float(item.get("at", 0)),
+            kind=str(item.get("kind", "page")),
         )
 
 
@@ -106,7 +108,9 @@ def redrive(services: CrawlServices, run: str, failures: Iterable[Failure]) -> i
         pending = _reopen(services, run, task_id, task_failures)
         if not pending:
             continue
-        refs = [UrlRef(url=f.url, depth=f.depth) for f in pending]
+        refs = [
+            UrlRef.model_validate({"url": f.url, "depth": f.depth, "kind": f.kind}) for f in pending
+        ]
         enqueue(services, run, task_id, refs, f"redrive-{int(services.clock())}")
         for failure in pending:
             services.table.delete(failure_key(run, task_id, failure.url))

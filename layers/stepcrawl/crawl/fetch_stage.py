@@ -10,6 +10,7 @@ Bodies travel inline (gzip) when small, else through the blob store.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 import math
@@ -24,13 +25,30 @@ from stepcrawl.breaker import BreakerState
 from stepcrawl.crawl.context import CrawlServices
 from stepcrawl.crawl.frontier import enqueue
 from stepcrawl.crawl.hosts import HostView, note_crawl_delay, pause_host, read_hosts
-from stepcrawl.crawl.messages import FetchMessage, PageEnvelope, ParseBundle, UrlRef
+from stepcrawl.crawl.incremental import (
+    annotate,
+    bundle_ident,
+    bundle_weight,
+    conditional,
+    read_states,
+)
+from stepcrawl.crawl.messages import (
+    FetchMessage,
+    HttpExchange,
+    PageEnvelope,
+    ParseBundle,
+    UrlRef,
+)
 from stepcrawl.crawl.paths import body_key
+from stepcrawl.crawl.sitemaps import fetch_refs
 from stepcrawl.crawl.tasklog import fingerprint
 from stepcrawl.errors import FatalError
 from stepcrawl.extract.urls import url_host
 from stepcrawl.fetch import FetchPolicy, FetchResult
 from stepcrawl.fetch.policy import normalize_domain
+from stepcrawl.fetch.proxy import shown_reason
+from stepcrawl.fetch.render_options import RenderOptions
+from stepcrawl.fetch.request_options import RequestOptions
 from stepcrawl.keys import url_hash
 from stepcrawl.metrics_catalogue import status_class, status_code
 from stepcrawl.names import (
@@ -79,13 +97,15 @@ class BatchFetcher(Protocol):
 def fetch_policy(pipeline: Pipeline, task: CrawlTask) -> FetchPolicy:
     """The fetch rules of a crawl task, from its effective settings."""
     settings = pipeline.settings_for(task.id)
-    domains = task.allowed_domains or _seed_domains(task.seeds)
+    domains = task.allowed_domains or _seed_domains([*task.seeds, *task.sitemap_urls])
     return FetchPolicy(
         user_agent=settings.politeness.user_agent,
         max_bytes=int(settings.limits.max_bytes_per_page),
         allowed_domains=tuple(domains),
         allow_private_network=task.allow_private_network,
         obey_robots=settings.politeness.obey_robots,
+        request=RequestOptions.of(task.headers, task.cookies, task.proxy),
+        render=RenderOptions(task.wait_for, task.render_timeout),  # render: browser
     )
 
 
@@ -133,18 +153,25 @@ async def process_fetch_batch(
         if todo:
             policy = fetch_policy(pipeline, task)
             per_host = Counter(url_host(m.ref.url) for m in todo)
+            # Incremental tasks: the pages' kept states, one batch read (crawl/incremental.py).
+            states = read_states(services, pipeline_name, task, [m.ref for m in todo])
+            fetched_at = services.clock()
             with span(
                 "fetch", pipeline=pipeline_name, task=task_id, urls=len(todo), hosts=len(per_host)
             ) as step:
-                results = await fetcher.fetch_many(
-                    [m.ref.url for m in todo], policy, services.config.fetch_concurrency
+                results = await fetch_refs(  # sitemap documents: any content type
+                    conditional(fetcher, task, states),
+                    [m.ref for m in todo],
+                    policy,
+                    services.config.fetch_concurrency,
                 )
                 step.metadata("urls_per_host", dict(per_host.most_common(20)))
                 slowest = sorted(results, key=lambda r: r.elapsed_ms, reverse=True)[:5]
                 step.metadata("slowest_ms", {r.url: round(r.elapsed_ms, 1) for r in slowest})
             if policy.obey_robots:
                 await _learn_crawl_delays(services, fetcher, policy, todo, hosts)
-            envelopes += _outcomes(services, pipeline, task, todo, results, breakers)
+            outcomes = _outcomes(services, pipeline, task, todo, results, breakers)
+            envelopes += annotate(task, states, results, outcomes, fetched_at)
         if not envelopes:
             continue
         forwarded += len(envelopes)
@@ -311,7 +338,7 @@ def _outcomes(
             shard=message.shard,
             outcome="ok" if outcome == "ok" else "failed",
             status=result.status,
-            reason=result.reason if outcome == result.outcome else f"{result.reason} ({outcome})",
+            reason=shown_reason(result.reason, result.detail, outcome, result.outcome),
             final_url=result.final_url,
             content_type=result.headers.get("content-type"),
             fetched_at=now,
@@ -330,7 +357,7 @@ def _outcomes(
                 key = body_key(message.run, message.task, url_hash(ref.url), ref.attempt)
                 services.blobs.put(key, result.body, content_type="text/html")
                 envelope = envelope.model_copy(update={"body_key": key})
-        envelopes.append(envelope)
+        envelopes.append(_with_exchange(task, envelope, result))  # archive: warc
     if retries:
         services.fetch_queue.send_batch(retries)
     for ref, _ in waits:
@@ -341,6 +368,15 @@ def _outcomes(
             METRIC_FETCH_RETRIES, count, pipeline=pipeline.name, task=task.id, **{"class": cls}
         )
     return envelopes
+
+
+def _with_exchange(task: CrawlTask, envelope: PageEnvelope, result: FetchResult) -> PageEnvelope:
+    """``archive: warc`` (stepcrawl/archive): a page to parse carries what its WARC request
+    and response records need; other envelopes are as they are."""
+    if not task.archive or envelope.outcome != "ok" or result.exchange is None:
+        return envelope
+    exchange = HttpExchange.model_validate(dataclasses.asdict(result.exchange))
+    return envelope.model_copy(update={"exchange": exchange})
 
 
 def _log_failure(message: FetchMessage, pipeline: str, outcome: str, result: FetchResult) -> None:
@@ -405,7 +441,9 @@ def _send_bundles(
     batches: list[list[PageEnvelope]] = [[]]
     size = 0
     for envelope in envelopes:
-        weight = len(envelope.body_gz_b64 or "") + 512
+        weight = len(envelope.body_gz_b64 or "") + bundle_weight(envelope) + 512
+        if envelope.exchange is not None:  # archive: warc
+            weight += len(envelope.exchange.model_dump_json())
         if batches[-1] and size + weight > services.config.bundle_bytes:
             batches.append([])
             size = 0
@@ -418,7 +456,8 @@ def _send_bundles(
         # The id names what the bundle carries (pages, attempts, outcomes, bodies): a re-sent
         # bundle keeps its id, a re-fetch that saw something else gets another.
         ident = "|".join(
-            f"{e.ref.url}#{e.ref.attempt}#{e.outcome}#{e.status}#{e.digest}" for e in batch
+            f"{e.ref.url}#{e.ref.attempt}#{e.outcome}#{e.status}#{e.digest}{bundle_ident(e)}"
+            for e in batch
         )
         bundle = ParseBundle(
             pipeline=pipeline,

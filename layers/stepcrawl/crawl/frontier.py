@@ -26,6 +26,7 @@ from stepcrawl.crawl.context import CrawlServices
 from stepcrawl.crawl.fairness import allowance, count_back, fed_changes
 from stepcrawl.crawl.hosts import HostSlots, HostView
 from stepcrawl.crawl.messages import FetchMessage, UrlRef
+from stepcrawl.crawl.render import send_fetches
 from stepcrawl.crawl.ring import shard_of
 from stepcrawl.extract.urls import url_host
 from stepcrawl.keys import backlog_pk, shard_key
@@ -74,7 +75,7 @@ def chunk_item(pk: str, sk: str, entries: list[dict[str, Any]]) -> dict[str, Any
 
 def chunk_entries(chunk: dict[str, Any]) -> list[dict[str, Any]]:
     """The entries of a backlog chunk: ``{"u": url, "d": depth, "a": attempt, "nb": not
-    before}``."""
+    before, "k": kind}`` (``k`` only for a sitemap document)."""
     entries: list[dict[str, Any]] = json.loads(zlib.decompress(bytes(chunk["z"])))
     return entries
 
@@ -97,6 +98,8 @@ def enqueue(
         entry: dict[str, Any] = {"u": ref.url, "d": ref.depth, "a": ref.attempt}
         if ref.not_before:
             entry["nb"] = ref.not_before
+        if ref.kind != "page":
+            entry["k"] = ref.kind  # a sitemap document (crawl/sitemaps.py)
         by_shard.setdefault((shard, ref.depth), []).append(entry)
         if ref.attempt > 1 or chunk_id.startswith(REDRIVE_CHUNK):
             back[shard] = back.get(shard, 0) + 1
@@ -219,8 +222,8 @@ def _feed_chunks(
             done_chunks.append(chunk)
         if len(out) >= free:
             break
-    if out:
-        services.fetch_queue.send_batch(out)
+    if out:  # render: browser pages go to the render queue (crawl/render.py)
+        send_fetches(services, where.pipeline, where.version, where.task, out)
     for chunk in done_chunks:
         services.table.delete((chunk["pk"], chunk["sk"]))
     for chunk, size, rest in rest_chunks:
@@ -273,7 +276,9 @@ def _fetch_message(where: ShardRef, entry: dict[str, Any]) -> FetchMessage:
         version=where.version,
         run=where.run,
         task=where.task,
-        ref=UrlRef(url=entry["u"], depth=entry["d"], attempt=entry.get("a", 1)),
+        ref=UrlRef(
+            url=entry["u"], depth=entry["d"], attempt=entry.get("a", 1), kind=entry.get("k", "page")
+        ),
         shard=where.shard,
     )
 

@@ -10,7 +10,16 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from stepcrawl.storage.meter import Usage
 
-__all__ = ["ControlMessage", "FetchMessage", "PageEnvelope", "ParseBundle", "UrlRef"]
+__all__ = [
+    "ControlMessage",
+    "FetchMessage",
+    "HttpExchange",
+    "KnownPage",
+    "PageEnvelope",
+    "ParseBundle",
+    "Revisit",
+    "UrlRef",
+]
 
 
 class _Message(BaseModel):
@@ -40,6 +49,9 @@ class UrlRef(_Message):
     depth: int = 0
     attempt: int = 1
     not_before: float = Field(0.0, description="Epoch seconds before which it must not be sent.")
+    #: What the URL is: a page (items, links), a sitemap or a robots.txt read for its
+    #: sitemaps (child sitemaps and page URLs; see :mod:`stepcrawl.crawl.sitemaps`).
+    kind: Literal["page", "sitemap", "robots"] = "page"
 
 
 class FetchMessage(_Message):
@@ -51,6 +63,40 @@ class FetchMessage(_Message):
     task: str
     ref: UrlRef
     shard: int
+
+
+class KnownPage(_Message):
+    """What an incremental crawl kept of a URL from an earlier run (crawl/incremental.py)."""
+
+    fp: str = Field(description="Fingerprint of the page's items.")
+    sfp: str = Field(description="Fingerprint of the whole state (items, links, validators).")
+    at: float = Field(description="When the fetch that wrote it happened (epoch seconds).")
+    etag: str | None = None
+    last_modified: str | None = None
+    links_z: str | None = Field(None, description="Its links (zlib + base64); on a 304 only.")
+
+
+class Revisit(_Message):
+    """An incremental crawl's view of one fetch: the response's validators, when it was
+    fetched, and what an earlier run kept of the URL (None: new to the task)."""
+
+    at: float
+    etag: str | None = None
+    last_modified: str | None = None
+    known: KnownPage | None = None
+
+
+class HttpExchange(_Message):
+    """The request sent and the response head received (:class:`stepcrawl.fetch.Exchange`),
+    carried only for tasks with ``archive: warc`` (stepcrawl.archive writes them)."""
+
+    method: str = "GET"
+    url: str
+    request_headers: list[tuple[str, str]] = Field(default_factory=list)
+    http_version: str = "HTTP/1.1"
+    status: int
+    reason: str = ""
+    response_headers: list[tuple[str, str]] = Field(default_factory=list)
 
 
 class PageEnvelope(_Message):
@@ -70,6 +116,10 @@ class PageEnvelope(_Message):
     size: int = 0
     digest: str = Field("", description="Hash of the body: a re-fetch is another bundle.")
     failure: str = Field("", description="Failure class of a failed page (fatal, transient...).")
+    #: Incremental tasks only (crawl/incremental.py); None for the others.
+    revisit: Revisit | None = None
+    #: ``archive: warc`` tasks only (stepcrawl/archive); None for the others.
+    exchange: HttpExchange | None = None
 
     @staticmethod
     def pack(body: bytes) -> str:

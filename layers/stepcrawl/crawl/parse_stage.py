@@ -31,27 +31,32 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from stepcrawl.archive.warc import write_bundle_archive
 from stepcrawl.crawl.accounting import failure_record
 from stepcrawl.crawl.advance import advance_task
 from stepcrawl.crawl.budget import spent_usd
 from stepcrawl.crawl.commit import BundleCommit, PageCommit, commit_bundles
 from stepcrawl.crawl.context import CrawlServices
 from stepcrawl.crawl.frontier import enqueue
+from stepcrawl.crawl.incremental import revisit, settle, write_states
 from stepcrawl.crawl.messages import PageEnvelope, ParseBundle, UrlRef
 from stepcrawl.crawl.paths import items_part_key
+from stepcrawl.crawl.sitemaps import read_document
 from stepcrawl.errors import FatalError
 from stepcrawl.extract import parse_page
 from stepcrawl.metrics_catalogue import failure_class
 from stepcrawl.names import (
     METRIC_COST_MICRO_USD,
     METRIC_ITEMS,
+    METRIC_JSONLD_SKIPPED,
     METRIC_LINKS_ADMITTED,
     METRIC_LINKS_DISCOVERED,
     METRIC_PAGES_FAILED,
     METRIC_PAGES_RECORDED,
+    METRIC_PAGES_UNCHANGED,
     METRIC_PARSE_LATENCY,
 )
 from stepcrawl.pipeline import CrawlTask, Pipeline
@@ -80,6 +85,8 @@ class _Extracted:
     pipeline: Pipeline
     pages: list[PageCommit]
     items: dict[str, list[dict[str, Any]]]
+    #: Per page URL: JSON-LD scripts skipped as not JSON (extract/structured.py).
+    invalid_jsonld: dict[str, int] = field(default_factory=dict)
 
 
 def process_bundle(services: CrawlServices, bundle: ParseBundle) -> int:
@@ -133,6 +140,8 @@ def process_bundles(
         _count_commit(services, [e for _, e in members], group, found, spent)
     for group in groups:
         _write_part(services, group)
+        for c in group:  # archive: warc, one file per bundle (stepcrawl/archive)
+            write_bundle_archive(services, c.pipeline, c.bundle, c.mine)
     now = services.clock()
     for group in groups:
         first = group[0].bundle
@@ -141,6 +150,8 @@ def process_bundles(
                 if not page.ok:
                     # What `stepcrawl failures` lists and `redrive` puts back.
                     services.table.put(failure_record(first.run, first.task, page, now))
+            # Incremental tasks: the recorded pages' states, after their items.
+            write_states(services, first.pipeline, first.task, c.mine)
         enqueue(
             services,
             first.run,
@@ -168,6 +179,8 @@ def _count_commit(
     recorded = [page for c in group for page in c.mine]
     services.metric(METRIC_PAGES_RECORDED, len(recorded), pipeline=pipeline, task=task)
     services.metric(METRIC_ITEMS, sum(len(c.items) for c in group), pipeline=pipeline, task=task)
+    if unchanged := sum(page.unchanged for page in recorded):  # incremental tasks only
+        services.metric(METRIC_PAGES_UNCHANGED, unchanged, pipeline=pipeline, task=task)
     discovered = sum(found.get(id(page), 0) for page in recorded)
     services.metric(METRIC_LINKS_DISCOVERED, discovered, pipeline=pipeline, task=task)
     admitted = sum(len(page.children) for page in recorded)
@@ -176,6 +189,14 @@ def _count_commit(
     services.metric(METRIC_PARSE_LATENCY, parsed, pipeline=pipeline, task=task)
     micro_usd = spent_usd({f"u_{k}": v for k, v in spent.as_dict().items()}) * 1e6
     services.metric(METRIC_COST_MICRO_USD, micro_usd, pipeline=pipeline, task=task)
+    # Structured data: JSON-LD scripts of recorded pages skipped as not JSON.
+    skipped = sum(
+        e.invalid_jsonld.get(p.ref.url, 0)
+        for e, c in zip(extracted, group, strict=True)
+        for p in c.mine
+    )
+    if skipped:
+        services.metric(METRIC_JSONLD_SKIPPED, skipped, pipeline=pipeline, task=task)
     for cls, count in Counter(failure_class(p.failure) for p in recorded if not p.ok).items():
         services.metric(METRIC_PAGES_FAILED, count, pipeline=pipeline, task=task, **{"class": cls})
 
@@ -188,11 +209,17 @@ def _extract_bundle(services: CrawlServices, bundle: ParseBundle) -> _Extracted:
     max_depth = pipeline.settings_for(task.id).limits.max_depth
     pages: list[PageCommit] = []
     items: dict[str, list[dict[str, Any]]] = {}
+    invalid_jsonld: dict[str, int] = {}
     for envelope in bundle.pages:
-        page, page_items = _extract(services, task, envelope, max_depth)
+        page_items: list[dict[str, Any]] = []
+        if envelope.ref.kind != "page" and envelope.outcome == "ok":
+            # A sitemap document: child sitemaps and page URLs, no items (crawl/sitemaps.py).
+            page = read_document(services, pipeline, task, envelope)
+        else:
+            page, page_items = _extract(services, task, envelope, max_depth, invalid_jsonld)
         pages.append(page)
         items[envelope.ref.url] = page_items
-    return _Extracted(bundle, pipeline, pages, items)
+    return _Extracted(bundle, pipeline, pages, items, invalid_jsonld)
 
 
 def _name(group: Sequence[Committed]) -> str:
@@ -217,9 +244,15 @@ def _write_part(services: CrawlServices, group: Sequence[Committed]) -> None:
 
 
 def _extract(
-    services: CrawlServices, task: CrawlTask, envelope: PageEnvelope, max_depth: int
+    services: CrawlServices,
+    task: CrawlTask,
+    envelope: PageEnvelope,
+    max_depth: int,
+    invalid_jsonld: dict[str, int],
 ) -> tuple[PageCommit, list[dict[str, Any]]]:
     ref = envelope.ref
+    if task.incremental and (revisited := revisit(task, envelope, max_depth)) is not None:
+        return revisited  # a 304 or a known page gone: no body to parse (crawl/incremental.py)
     if envelope.outcome != "ok":
         failure = envelope.failure or "fatal"
         return _failed(envelope, envelope.reason, failure), []
@@ -235,6 +268,8 @@ def _extract(
         logger.exception("parser error on %s (task %s)", ref.url, task.id)
         reason = f"parser_error: {type(error).__name__}: {error}"[:500]
         return _failed(envelope, reason, "parser"), []
+    if parsed.invalid_jsonld:
+        invalid_jsonld[ref.url] = parsed.invalid_jsonld
     page_items = [
         {**item, "_url": ref.url, "_task": task.id, "_fetched_at": envelope.fetched_at, "_n": n}
         for n, item in enumerate(parsed.items)
@@ -256,6 +291,8 @@ def _extract(
         fetch_ms=envelope.elapsed_ms,
         parse_ms=(time.perf_counter() - started) * 1000,
     )
+    if task.incremental:  # changed or not; what the page leaves for the next run
+        page_items = settle(task, envelope, commit, page_items, parsed.links)
     return commit, page_items
 
 

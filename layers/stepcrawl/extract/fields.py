@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -11,6 +12,7 @@ from typing import Any, Final
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from stepcrawl.extract.coerce import CoercionError, converter
+from stepcrawl.extract.structured import PageData, StructuredPath, compile_path
 from stepcrawl.extract.urls import absolute_url
 from stepcrawl.pipeline.models import FieldRule
 
@@ -48,13 +50,27 @@ class CompiledField:
     group: str | int
     convert: Callable[[str], Any] | None
     default_set: bool
+    #: get: jsonld / microdata / opengraph (:mod:`stepcrawl.extract.structured`).
+    path: StructuredPath | None = None
 
-    def extract(self, scope: Scope, base_url: str, problems: list[str]) -> Any:
+    def extract(
+        self,
+        scope: Scope,
+        base_url: str,
+        problems: list[str],
+        data: PageData | None = None,
+        current: tuple[str, dict[str, Any]] | None = None,
+    ) -> Any:
         """The field's value in ``scope``, or :data:`MISSING`; failures go to ``problems``.
 
         A ``multiple`` field is a list (possibly empty) of every value found; a single field
-        is the first value found in document order.
+        is the first value found in document order. A structured field reads ``data`` (the
+        page's) or ``current`` (the object of a structured rule), not ``scope``.
         """
+        if self.path is not None:
+            assert data is not None  # extract_items passes it when a rule needs it
+            found = self.path.values(data, current, problems, first=not self.rule.multiple)
+            return found if self.rule.multiple else (found[0] if found else MISSING)
         if self.rule.multiple:
             values = [self._value(n, base_url, problems) for n in self._nodes(scope, first=False)]
             return [v for v in values if v is not MISSING]
@@ -138,6 +154,17 @@ def compile_field(kind: str, name: str, rule: FieldRule) -> CompiledField:
     if regex is not None:
         group = "value" if "value" in regex.groupindex else min(regex.groups, 1)
     attr = rule.attr.lower() if rule.attr else None
+    path = None
+    if rule.path is not None:
+        path = dataclasses.replace(
+            compile_path(rule.get, rule.path, rule.itemtype),
+            regex=regex,
+            group=group,
+            convert=converter(rule.type),
+            label=f"{kind}.{name}",
+            type_name=rule.type,
+            typed=regex is not None or "type" in rule.model_fields_set,
+        )
     return CompiledField(
         name=name,
         label=f"{kind}.{name}",
@@ -149,4 +176,5 @@ def compile_field(kind: str, name: str, rule: FieldRule) -> CompiledField:
         group=group,
         convert=converter(rule.type),
         default_set="default" in rule.model_fields_set,
+        path=path,
     )

@@ -11,6 +11,7 @@ from selectolax.lexbor import LexborHTMLParser
 
 from stepcrawl.extract.fields import CompiledField, Scope, compile_field
 from stepcrawl.extract.rulecache import IdentityCache
+from stepcrawl.extract.structured import PageData, object_item, rule_objects
 from stepcrawl.extract.urls import document_base_url
 from stepcrawl.pipeline.models import ExtractRule
 
@@ -30,6 +31,8 @@ class ExtractResult:
     dropped: int = 0
     #: Values that were found but could not be used (e.g. ``'£abc' is not a valid float``).
     problems: list[str] = field(default_factory=list)
+    #: JSON-LD scripts skipped because they are not JSON (:mod:`stepcrawl.extract.structured`).
+    invalid_jsonld: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,12 +41,24 @@ class _Extract:
     match: re.Pattern[str] | None
     container: str | None
     fields: tuple[CompiledField, ...]
+    #: structured: and itemtype: (one item per object; :mod:`stepcrawl.extract.structured`).
+    structured: str | None = None
+    itemtype: Sequence[str] | None = None
 
-    def item(self, scope: Scope, base_url: str, problems: list[str]) -> dict[str, Any] | None:
+    def item(
+        self,
+        scope: Scope,
+        base_url: str,
+        problems: list[str],
+        data: PageData | None = None,
+        current: tuple[str, dict[str, Any]] | None = None,
+    ) -> dict[str, Any] | None:
         """The item found in ``scope``, or None if a required field is missing."""
+        if current is not None and not self.fields:
+            return object_item(self.kind, current[1], problems)
         item: dict[str, Any] = {"_kind": self.kind}
         for compiled in self.fields:
-            found = compiled.extract(scope, base_url, problems)
+            found = compiled.extract(scope, base_url, problems, data, current)
             if compiled.is_missing(found):
                 if compiled.rule.required:
                     return None
@@ -53,15 +68,31 @@ class _Extract:
 
 
 def _compile(rule: ExtractRule) -> _Extract:
+    fields = tuple(compile_field(rule.name, name, f) for name, f in rule.fields.items())
     return _Extract(
         kind=rule.name,
         match=re.compile(rule.match) if rule.match is not None else None,
         container=rule.container,
-        fields=tuple(compile_field(rule.name, name, f) for name, f in rule.fields.items()),
+        fields=fields,
+        structured=rule.structured,
+        itemtype=rule.itemtype,
     )
 
 
 _compiled = IdentityCache(_compile)
+
+
+def _targets(
+    extract: _Extract, tree: LexborHTMLParser, data: PageData
+) -> list[tuple[Scope, tuple[str, dict[str, Any]] | None]]:
+    """Where a rule's items come from: per container element, the page, or (structured) per
+    object of its syntax."""
+    if extract.structured is not None:
+        objects = rule_objects(data, extract.structured, extract.itemtype)
+        return [(tree, (extract.structured, obj)) for obj in objects]
+    if extract.container is None:
+        return [(tree, None)]
+    return [(node, None) for node in tree.css(extract.container)]
 
 
 def extract_items(
@@ -92,6 +123,10 @@ def extract_items(
     - Missing (for ``multiple``: an empty list): a ``required`` field drops the item (counted
       in ``dropped``); otherwise the field is its ``default`` (None, or ``[]`` for
       ``multiple`` unless a default was given).
+    - ``get: jsonld|microdata|opengraph`` fields take their ``path`` in the page's objects of
+      that syntax; a rule with ``structured`` makes one item per object (of its
+      ``itemtype``), its fields reading the object, or the object as it is without fields
+      (see :mod:`stepcrawl.extract.structured`).
     """
     result = ExtractResult()
     applicable = [
@@ -102,16 +137,15 @@ def extract_items(
     if not applicable:
         return result
     base_url = document_base_url(tree, page_url)
+    data = PageData(tree, base_url, page_url, result.problems)  # read on first use
     for extract in applicable:
-        scopes: Sequence[Scope] = (
-            [tree] if extract.container is None else tree.css(extract.container)
-        )
-        for scope in scopes:
-            item = extract.item(scope, base_url, result.problems)
+        for scope, current in _targets(extract, tree, data):
+            item = extract.item(scope, base_url, result.problems, data, current)
             if item is None:
                 result.dropped += 1
             else:
                 result.items.append(item)
+    result.invalid_jsonld = data.invalid_jsonld
     if len(result.problems) > MAX_PROBLEMS:
         more = len(result.problems) - MAX_PROBLEMS
         del result.problems[MAX_PROBLEMS:]

@@ -32,10 +32,13 @@ class ParsedPage:
     encoding: str
     #: The page's <title>, whitespace collapsed; None if it has none.
     title: str | None
+    #: JSON-LD scripts skipped because they are not JSON (extract/structured.py).
+    invalid_jsonld: int = 0
 
 
 def _seed_hosts(task: CrawlTask) -> tuple[str, ...]:
-    hosts = {url_host(url) for url in (web_url(seed) for seed in task.seeds) if url}
+    starts = [*task.seeds, *task.sitemap_urls]  # a sitemap's host is the task's too
+    hosts = {url_host(url) for url in (web_url(start) for start in starts) if url}
     return tuple(sorted(hosts))
 
 
@@ -44,7 +47,8 @@ _seed_hosts_of = IdentityCache(_seed_hosts, size=64)
 
 
 def default_allowed_domains(task: CrawlTask) -> Sequence[str]:
-    """``task.allowed_domains``, or if it has none the hosts of its seeds (and subdomains).
+    """``task.allowed_domains``, or if it has none the hosts of its seeds and sitemaps (and
+    subdomains).
 
     Empty for a task seeded only from upstream items (``seed_field``): the caller knows those
     seeds and passes their hosts to :func:`parse_page`.
@@ -82,4 +86,5 @@ def parse_page(
         problems=extracted.problems,
         encoding=encoding,
         title=title or None,
+        invalid_jsonld=extracted.invalid_jsonld,
     )

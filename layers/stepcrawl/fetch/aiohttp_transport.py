@@ -16,8 +16,15 @@ from httpx_aiohttp import AiohttpTransport
 
 from stepcrawl.fetch.guard import NetworkGuard
 from stepcrawl.fetch.pinning import current_pin, normalize_host
+from stepcrawl.fetch.proxy import Route, current_route
 
-__all__ = ["AIOHTTP_ERRORS", "PinnedResolver", "aiohttp_reason", "make_transport"]
+__all__ = [
+    "AIOHTTP_ERRORS",
+    "PinnedResolver",
+    "RoutedTransport",
+    "aiohttp_reason",
+    "make_transport",
+]
 
 AIOHTTP_ERRORS: tuple[type[BaseException], ...] = (aiohttp.ClientError,)
 
@@ -37,8 +44,11 @@ class PinnedResolver(AbstractResolver):
         self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
     ) -> list[ResolveResult]:
         pin = current_pin()
+        route = current_route()
         if pin is not None and pin.host == normalize_host(host):
             addresses = pin.addresses
+        elif route is not None and route.host == normalize_host(host):
+            addresses = route.addresses  # the proxy's, checked by fetch/proxy.py
         else:
             addresses = await self._guard.check(host, port, allow_private=False)
         results: list[ResolveResult] = []
@@ -64,6 +74,28 @@ class PinnedResolver(AbstractResolver):
         return None
 
 
+class RoutedTransport(AiohttpTransport):
+    """httpx-aiohttp's transport, sending each request through the proxy of its own route
+    (:func:`stepcrawl.fetch.proxy.routed`) instead of one proxy for the whole client.
+
+    The transport reads ``self.proxy`` (``url``, ``auth``, ``headers``, as ``httpx.Proxy``
+    has them) when it sends; here that is the context's :class:`~stepcrawl.fetch.proxy.Route`,
+    which concurrent fetches, each in its own task, never share. aiohttp then sends plain
+    HTTP requests in absolute form to the proxy (HTTPS through CONNECT) with a
+    ``Proxy-Authorization`` header built from ``proxy_auth``.
+    """
+
+    @property  # type: ignore[override]
+    def proxy(self) -> Route | None:
+        return current_route()
+
+    @proxy.setter
+    def proxy(self, value: object) -> None:
+        # the constructor's (None): routes come per request
+        if value is not None:
+            raise ValueError("a RoutedTransport takes its proxies per request")
+
+
 def make_transport(guard: NetworkGuard, *, max_connections: int) -> httpx.AsyncBaseTransport:
     """An httpx transport over one aiohttp session; must be called with a running loop."""
     ssl_context = httpx.create_ssl_context()
@@ -83,11 +115,14 @@ def make_transport(guard: NetworkGuard, *, max_connections: int) -> httpx.AsyncB
         auto_decompress=False,
     )
     # verify= the same context: it would otherwise load the CA bundle a second time
-    return AiohttpTransport(verify=ssl_context, client=session)
+    return RoutedTransport(verify=ssl_context, client=session)
 
 
 # Most specific first: the first class an error is an instance of names its reason.
 _REASONS: tuple[tuple[type[BaseException], str], ...] = (
+    # the proxy did not answer, or refused the tunnel (CONNECT); 407 is proxy_auth, below
+    (aiohttp.ClientProxyConnectionError, "proxy_error"),
+    (aiohttp.ClientHttpProxyError, "proxy_error"),
     (aiohttp.ClientConnectorDNSError, "dns_error"),
     (aiohttp.ClientConnectorCertificateError, "tls_error"),
     (aiohttp.ClientSSLError, "tls_error"),
@@ -110,6 +145,8 @@ def aiohttp_reason(exc: BaseException) -> str | None:
     ConnectTimeout), so the original is read from ``__cause__``.
     """
     for err in (exc, exc.__cause__):
+        if isinstance(err, aiohttp.ClientHttpProxyError) and err.status == 407:
+            return "proxy_auth"
         for cls, reason in _REASONS:
             if isinstance(err, cls):
                 return reason

@@ -31,6 +31,8 @@ REASON_OUTCOMES: Mapping[str, Outcome] = MappingProxyType(
         # read, which is a wait, not a verdict on the URL. (A robots.txt that got no answer at
         # all fails the page with the download's own reason: connect_error, timeout, ...)
         "robots_unavailable": "transient",
+        # the proxy did not answer or refused the tunnel (fetch/proxy.py)
+        "proxy_error": "transient",
         # the URL itself is unfit: retrying gives the same answer
         "tls_error": "fatal",
         "robots_disallowed": "fatal",
@@ -44,6 +46,18 @@ REASON_OUTCOMES: Mapping[str, Outcome] = MappingProxyType(
         "too_many_redirects": "fatal",
         "redirect_no_location": "fatal",
         "bad_url": "fatal",
+        # the proxy refused its credentials (407; the secret is read afresh for the next URL),
+        # its secret cannot be read or holds no usable credentials, or the transport cannot
+        # route through a proxy: every URL would get the same answer
+        "proxy_auth": "fatal",
+        "proxy_secret": "fatal",
+        "proxy_unsupported": "fatal",
+        # render: browser (fetch/browser.py): the page never got ready within render_timeout
+        # (its wait_for never matched; a retry waits the same), no browser to render with
+        # (what to install is in the detail), or the browser failed mid-page (it is replaced)
+        "render_timeout": "fatal",
+        "render_unavailable": "fatal",
+        "render_error": "transient",
         # an exception the fetcher did not expect (a bug, or a case nobody foresaw): the URL
         # is recorded as failed with the exception in its detail instead of failing its batch
         "internal_error": "fatal",

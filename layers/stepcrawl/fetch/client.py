@@ -7,7 +7,7 @@ import contextlib
 import logging
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from urllib.parse import urljoin, urlsplit
@@ -21,7 +21,9 @@ from stepcrawl.fetch.guard import NetworkGuard
 from stepcrawl.fetch.headers import kept_headers, parse_retry_after
 from stepcrawl.fetch.pinning import pinned
 from stepcrawl.fetch.policy import FetchPolicy
-from stepcrawl.fetch.result import FetchResult
+from stepcrawl.fetch.proxy import ProxyRouter, SecretReader, redact_userinfo, routed
+from stepcrawl.fetch.request_options import with_task_headers
+from stepcrawl.fetch.result import Exchange, FetchResult
 from stepcrawl.fetch.robots import (
     ROBOTS_MAX_BYTES,
     ROBOTS_MAX_REDIRECTS,
@@ -61,6 +63,7 @@ class _Trace:
     status: int | None = None
     headers: dict[str, str] = field(default_factory=dict)
     redirects: list[str] = field(default_factory=list)
+    exchange: Exchange | None = None  # the last hop's request and response head
 
 
 def _parse_url(url: str | httpx.URL) -> httpx.URL:
@@ -118,9 +121,12 @@ class Fetcher:
         transport: TransportChoice = "auto",
         guard: NetworkGuard | None = None,
         robots_cache_size: int = 10_000,
+        secrets: SecretReader | None = None,
     ) -> None:
         self._choice: TransportChoice = transport
         self._guard = guard or NetworkGuard()
+        # proxies of the policies' tasks; ``secrets`` reads their credentials (fetch/proxy.py)
+        self._proxies = ProxyRouter(self._guard, secrets)
         self._http: httpx.AsyncClient | None = None
         self._transport_name: TransportName | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -162,8 +168,13 @@ class Fetcher:
 
     # ------------------------------------------------------------------------ public fetches
 
-    async def fetch(self, url: str, policy: FetchPolicy) -> FetchResult:
+    async def fetch(
+        self, url: str, policy: FetchPolicy, *, headers: Mapping[str, str] | None = None
+    ) -> FetchResult:
         """Fetch one URL under ``policy``; a result whatever happens, within the total timeout.
+
+        ``headers`` are added to this URL's requests (an incremental crawl's conditional
+        headers, crawl/incremental.py).
 
         Only cancellation propagates: any other exception, a bug included, becomes this URL's
         result (``internal_error``), so that one URL can never fail a whole batch.
@@ -175,7 +186,7 @@ class Fetcher:
         detail = ""
         try:
             async with asyncio.timeout(policy.total_timeout):
-                body, reason = await self._fetch_page(url, policy, trace)
+                body, reason = await self._fetch_page(url, policy, trace, headers)
         except FetchAbort as exc:
             reason, detail = exc.reason, exc.detail
         except TRANSPORT_ERRORS as exc:
@@ -183,6 +194,7 @@ class Fetcher:
         except Exception as exc:  # a bug must end this URL, not its batch (docstring)
             logger.exception("fetch of %s failed unexpectedly", url)
             body, reason, detail = b"", "internal_error", f"{type(exc).__name__}: {exc}"
+        detail = redact_userinfo(detail)  # no URL's user:password in a failure's text
         if len(detail) > _MAX_DETAIL:
             detail = detail[:_MAX_DETAIL] + "..."  # some errors quote the whole response
         retry_after: float | None = None
@@ -202,19 +214,26 @@ class Fetcher:
             reason=reason,
             retry_after=retry_after,
             detail=detail,
+            exchange=trace.exchange,
         )
 
     async def fetch_many(
-        self, urls: Sequence[str], policy: FetchPolicy, concurrency: int = 16
+        self,
+        urls: Sequence[str],
+        policy: FetchPolicy,
+        concurrency: int = 16,
+        *,
+        headers: Mapping[str, Mapping[str, str]] | None = None,
     ) -> list[FetchResult]:
-        """Fetch ``urls`` with at most ``concurrency`` in flight; results in input order."""
+        """Fetch ``urls`` with at most ``concurrency`` in flight; results in input order.
+        ``headers``: extra request headers by URL (see :meth:`fetch`)."""
         if concurrency < 1:
             raise ValueError("concurrency must be >= 1")
         gate = asyncio.Semaphore(concurrency)
 
         async def one(url: str) -> FetchResult:
             async with gate:
-                return await self.fetch(url, policy)
+                return await self.fetch(url, policy, headers=(headers or {}).get(url))
 
         return list(await asyncio.gather(*(one(u) for u in urls)))
 
@@ -242,9 +261,20 @@ class Fetcher:
 
     # ------------------------------------------------------------------------------ internals
 
-    async def _fetch_page(self, url: str, policy: FetchPolicy, trace: _Trace) -> tuple[bytes, str]:
+    async def _fetch_page(
+        self,
+        url: str,
+        policy: FetchPolicy,
+        trace: _Trace,
+        extra_headers: Mapping[str, str] | None = None,
+    ) -> tuple[bytes, str]:
         response = await self._open(
-            url, policy, trace, max_redirects=policy.max_redirects, page=True
+            url,
+            policy,
+            trace,
+            max_redirects=policy.max_redirects,
+            page=True,
+            extra_headers=extra_headers,
         )
         try:
             status = response.status_code
@@ -276,6 +306,7 @@ class Fetcher:
         *,
         max_redirects: int,
         page: bool,
+        extra_headers: Mapping[str, str] | None = None,
     ) -> httpx.Response:
         """Send GETs, following redirects by hand, until a non-redirect response (left open).
 
@@ -295,6 +326,7 @@ class Fetcher:
             "User-Agent": policy.user_agent,
             "Accept": policy.accept_header if page else "text/plain, */*",
             "Accept-Encoding": ACCEPT_ENCODING,
+            **(extra_headers or {}),
         }
         while True:
             host = _host(current)
@@ -306,9 +338,13 @@ class Fetcher:
             )
             if page and policy.obey_robots:
                 await self._check_robots(current, policy)
-            request = client.build_request("GET", current, headers=headers, timeout=timeout)
+            route = await self._proxies.route(
+                host, policy, routable=self._transport_name == "aiohttp"
+            )
+            hop_headers = with_task_headers(headers, policy, host, page=page)
+            request = client.build_request("GET", current, headers=hop_headers, timeout=timeout)
             try:
-                with pinned(host, addresses):
+                with pinned(host, addresses), routed(route):
                     response = await client.send(request, stream=True)
             except UnusableLocation as bad:
                 trace.status, trace.headers = bad.status, kept_headers(bad.headers)
@@ -318,6 +354,10 @@ class Fetcher:
             trace.status = response.status_code
             trace.headers = kept_headers(response.headers)
             trace.final_url = str(current)
+            trace.exchange = Exchange.of(request, response)
+            if route is not None and response.status_code == 407:
+                await _release(response)
+                raise self._proxies.refused(route)
             if not 300 <= response.status_code < 400 or response.status_code == 304:
                 return response
             await _release(response)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import ipaddress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import httpx
 
 from stepcrawl.fetch.guard import numeric_ipv4
+from stepcrawl.fetch.render_options import RenderOptions
+from stepcrawl.fetch.request_options import RequestOptions
 from stepcrawl.pipeline.models import DEFAULT_USER_AGENT
 
 __all__ = ["DEFAULT_CONTENT_TYPES", "FetchPolicy", "normalize_domain"]
@@ -40,6 +42,10 @@ class FetchPolicy:
     obey_robots: bool = True
     robots_ttl: float = 3600.0
     robots_error_ttl: float = 300.0
+    #: the task's own headers, cookies and proxies (fetch/request_options.py)
+    request: RequestOptions = field(default_factory=RequestOptions)
+    #: how rendered pages are loaded (render: browser; read by fetch/browser.py only)
+    render: RenderOptions = field(default_factory=RenderOptions)
 
     def __post_init__(self) -> None:
         for name in ("connect_timeout", "read_timeout", "total_timeout"):

@@ -4,9 +4,48 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import httpx
+
 from stepcrawl.fetch.classify import Outcome
 
-__all__ = ["FetchResult"]
+__all__ = ["Exchange", "FetchResult"]
+
+#: Request headers an exchange never keeps.
+_SECRET = frozenset({"proxy-authorization"})
+
+
+@dataclass(frozen=True, slots=True)
+class Exchange:
+    """The last request sent for a URL and the head of its response, as on the wire (what
+    a WARC archive keeps; ``archive: warc``). Headers are (name, value) pairs in order."""
+
+    method: str
+    url: str
+    request_headers: list[tuple[str, str]]
+    http_version: str
+    status: int
+    reason: str
+    response_headers: list[tuple[str, str]]
+
+    @classmethod
+    def of(cls, request: httpx.Request, response: httpx.Response) -> Exchange:
+        return cls(
+            method=request.method,
+            url=str(request.url),
+            # A proxy's credentials never leave the fetcher (fetch/proxy.py).
+            request_headers=[
+                (k, v) for k, v in _pairs(request.headers) if k.lower() not in _SECRET
+            ],
+            http_version=response.http_version,
+            status=response.status_code,
+            reason=response.reason_phrase,
+            response_headers=_pairs(response.headers),
+        )
+
+
+def _pairs(headers: httpx.Headers) -> list[tuple[str, str]]:
+    """Headers in order with their names' case as sent or received."""
+    return [(k.decode("latin-1"), v.decode("latin-1")) for k, v in headers.raw]
 
 
 @dataclass(frozen=True)
@@ -32,6 +71,8 @@ class FetchResult:
     reason: str
     retry_after: float | None = None
     detail: str = field(default="", compare=False)
+    #: The request and response head behind ``status`` (None when no response came).
+    exchange: Exchange | None = field(default=None, compare=False)
 
     @property
     def ok(self) -> bool:

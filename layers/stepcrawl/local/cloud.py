@@ -47,6 +47,7 @@ from stepcrawl.local.scheduler import (
     schedule_arn,
     schedules_from_template,
 )
+from stepcrawl.local.secrets import store_local_secrets
 from stepcrawl.local.ttl import TtlReaper, ttl_attributes
 from stepcrawl.names import ENV_PIPELINES_DIR
 from stepcrawl.runtime import close_containers
@@ -58,7 +59,7 @@ log = logging.getLogger(__name__)
 
 ROOT = Path(__file__).resolve().parents[3]
 LOCAL_STAGE = "local"
-_HANDLERS = ("dispatch", "fetch", "parse", "sweeper", SCALER, "notify")
+_HANDLERS = ("dispatch", "fetch", "parse", "sweeper", SCALER, "notify", "render")
 #: Seconds between the scaler's ticks locally (a minute on AWS): a local crawl lasts seconds.
 LOCAL_SCALE_EVERY: Final = 3.0
 
@@ -221,6 +222,8 @@ class LocalCloud:
             warnings.simplefilter("ignore", UserWarning)
             stack = self.emulator.start()
         self._stack.callback(self.emulator.stop)
+        # STEPCRAWL_LOCAL_SECRETS: secrets (proxy credentials) the functions will read
+        store_local_secrets(self.emulator.client("secretsmanager"))
         self.metrics = self._stack.enter_context(EmfForwarder(self.emulator.client("cloudwatch")))
         self._capture_function_output(self.log_path)
         sqs = self.emulator.client("sqs")

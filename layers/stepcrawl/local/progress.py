@@ -63,8 +63,9 @@ def _numbers(task: TaskStatus) -> tuple[str, str, str, str, str, str]:
     finished = int(counters.get("finished", 0))
     backlog = max(0, int(counters.get("claimed", 0)) - finished)
     rate = f"{finished / seconds:.1f}" if seconds else ""
+    unchanged = int(counters.get("unchanged", 0))  # incremental tasks (crawl/incremental.py)
     return (
-        str(finished),
+        f"{finished} ({unchanged} unchanged)" if unchanged else str(finished),
         str(backlog),
         str(int(counters.get("items", 0))),
         str(int(counters.get("failed", 0))),

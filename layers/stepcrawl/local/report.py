@@ -29,6 +29,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Final
 
+from stepcrawl.archive.warc import export_archives
 from stepcrawl.cost import Assumptions, Counts, FunctionCounts, estimate
 from stepcrawl.crawl.accounting import task_summary
 from stepcrawl.crawl.failures import list_failures
@@ -45,7 +46,18 @@ __all__ = ["percentiles", "run_counts", "run_warnings", "write_run_outputs"]
 
 _WAITING_SHOWN: Final = 20
 
-_COUNTERS = ("claimed", "finished", "ok", "failed", "items", "bytes", "dropped", "skipped")
+_COUNTERS = (
+    "claimed",
+    "finished",
+    "ok",
+    "failed",
+    "items",
+    "bytes",
+    "dropped",
+    "skipped",
+    "unchanged",  # incremental tasks (crawl/incremental.py)
+    "deleted",
+)
 #: A local function container's thread: ``lambda-<function>-<n>`` (lambda_runtime/containers.py).
 _CONTAINER = re.compile(r"lambda-(?P<function>.+)-\d+")
 #: Priced from its schedule by the model: it is not a queue-fed function and is not timed.
@@ -86,6 +98,10 @@ def write_run_outputs(
                     handle.write(json.dumps(item, ensure_ascii=False, default=str) + "\n")
                     n += 1
         written[task_id] = n
+        if task.type == "crawl":  # archive: warc -> OUT/archive/<task>/ (stepcrawl replay)
+            export_archives(
+                deployment.blobs, status.pipeline, status.run, task_id, out / "archive" / task_id
+            )
     failures = list_failures(deployment.table, status.run)
     with (out / "failures.jsonl").open("w", encoding="utf-8") as handle:
         for failure in sorted(failures, key=lambda f: (f.task, f.url)):

@@ -30,6 +30,7 @@ from stepcrawl.local.alarms import (
 from stepcrawl.local.cloud import LOCAL_SCALE_EVERY, LOCAL_STAGE, LocalCloud, synthesize
 from stepcrawl.local.lambda_runtime import Chaos
 from stepcrawl.local.metrics import metric_sums
+from stepcrawl.local.page_states import load_page_states, save_page_states
 from stepcrawl.local.progress import RunProgress
 from stepcrawl.local.report import write_run_outputs
 from stepcrawl.names import METRICS_NAMESPACE
@@ -88,13 +89,18 @@ def run_local(
     alarm_every: float | None = LOCAL_ALARM_EVERY,
     alerts: str | None = None,
     timeout: float | None = None,
+    state: Path | None = None,
 ) -> LocalRun:
     """Run ``pipeline`` once on the local cloud; write ``out``; the outcome.
 
     ``alerts``: alert channels' JSON (``--alerts FILE``), stored in the emulator's Secrets
     Manager for the notifier, which then posts the alarms' changes (docs/local.md); after
     the run the cloud stays up while alarms fire (at most :data:`ALERT_SETTLE_MINUTES` local
-    minutes), so their RESOLVED messages are posted too."""
+    minutes), so their RESOLVED messages are posted too.
+
+    ``state``: a file of incremental tasks' page states (``--state FILE``), read into the
+    fresh cloud before the run when it exists and written after it, so that the next run
+    is a recrawl (:mod:`stepcrawl.local.page_states`)."""
     console = console or Console(stderr=True)
     out.mkdir(parents=True, exist_ok=True)
     with staged_pipelines([(pipeline, source)]) as directory:
@@ -119,6 +125,8 @@ def run_local(
                 )
         with cloud:
             assert cloud.deployment is not None
+            if state is not None:  # incremental tasks: the last run's page states
+                load_page_states(cloud.deployment, pipeline.name, state)
             interrupted = False
             with RunProgress(console) as progress:
                 try:
@@ -132,6 +140,8 @@ def run_local(
                     progress.update(status)
             with console.status("reading the results back ..."):
                 report = write_run_outputs(cloud.deployment, status, out, _invocations(cloud))
+                if state is not None:
+                    save_page_states(cloud.deployment, pipeline.name, state)
             if alerts is not None and cloud.alarms is not None:
                 settle_alerts(cloud.alarms, console)
     for warning in report["warnings"]:

@@ -16,9 +16,11 @@ sooner than DynamoDB would, which is within what DynamoDB allows.
 
 One difference: batch deletes take no condition, so an item whose TTL is pushed into the
 future between a sweep's scan and its delete (milliseconds) is deleted all the same. In
-stepcrawl only circuit-breaker items have their TTL refreshed, and a missing breaker item
-is a healthy host (see :mod:`stepcrawl.breaker`), so that costs at most a forgotten failure
-count; log entries are written once and never refreshed.
+stepcrawl only circuit-breaker items and incremental page states have their TTL refreshed.
+A missing breaker item is a healthy host (see :mod:`stepcrawl.breaker`), so that costs at
+most a forgotten failure count; a lost page state makes its page new again on the next run
+(its items written once more, :mod:`stepcrawl.crawl.incremental`). Log entries are written
+once and never refreshed.
 """
 
 from __future__ import annotations

@@ -6,21 +6,27 @@ A YAML file and a tree of these models are two spellings of the same pipeline; e
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import hashlib
 import json
+from datetime import UTC, date, datetime
 from functools import lru_cache
-from typing import Annotated, Any, Literal, Self, TypeVar
+from typing import Annotated, Any, Final, Literal, Self, TypeVar
+from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, available_timezones
 
 from jsonschema import Draft202012Validator, SchemaError
 from pydantic import (
+    AfterValidator,
     BaseModel,
+    BeforeValidator,
     ByteSize,
     ConfigDict,
     Field,
     GetJsonSchemaHandler,
     JsonValue,
+    WithJsonSchema,
     field_validator,
     model_validator,
 )
@@ -29,7 +35,29 @@ from pydantic_core import CoreSchema, PydanticCustomError
 
 from stepcrawl.errors import Issue, ScheduleExpressionError
 from stepcrawl.pipeline.graph import Dag, InvalidGraphError, TaskNode, check_graph
+from stepcrawl.pipeline.render_keys import (
+    DEFAULT_RENDER_TIMEOUT,
+    MAX_RENDER_TIMEOUT,
+    MIN_RENDER_TIMEOUT,
+    RenderMode,
+    WaitFor,
+    check_render_keys,
+)
+from stepcrawl.pipeline.request_keys import (
+    Cookies,
+    ProxySettings,
+    RequestHeaders,
+    check_request_keys,
+    scrub_request_secrets,
+)
 from stepcrawl.pipeline.schedule_expr import parse_schedule
+from stepcrawl.pipeline.structured import (
+    STRUCTURED_SYNTAXES,
+    ItemTypes,
+    StructuredSyntax,
+    check_path,
+    structured_shorthand,
+)
 from stepcrawl.pipeline.transforms import TransformOp
 from stepcrawl.pipeline.types import (
     CssSelector,
@@ -196,14 +224,28 @@ class FollowRule(Strict):
     attr: str = Field("href", min_length=1, description="Attribute holding the URL.")
     allow: list[Regex] = Field(default_factory=list, description="Follow only URLs matching one.")
     deny: list[Regex] = Field(default_factory=list, description="Never follow URLs matching one.")
+    render: RenderMode | None = Field(
+        None,
+        description="browser: load the pages whose URL matches allow (and no deny) in headless "
+        "Chromium (pipeline/render_keys.py); default: plain fetch.",
+    )
 
 
 class FieldRule(Strict):
     """How to get one field of an item out of the page (or out of the item's container)."""
 
     selector: CssSelector | None = Field(None, description="Relative to the container; none = it.")
-    get: Literal["text", "attr", "html"] = "text"
+    get: Literal["text", "attr", "html", "jsonld", "microdata", "opengraph"] = "text"
     attr: str | None = Field(None, description="Attribute name, required when get is attr.")
+    path: str | None = Field(
+        None,
+        min_length=1,
+        description="get: jsonld or microdata: a JMESPath into the object (offers.price); "
+        "get: opengraph: the property (og:title).",
+    )
+    itemtype: ItemTypes | None = Field(
+        None, description="Structured gets: read only objects of this type (e.g. Product)."
+    )
     multiple: bool = Field(False, description="Collect every match into a list.")
     required: bool = Field(False, description="Drop the item (and count it) if this is missing.")
     type: Literal["string", "int", "float", "bool", "date", "datetime"] = "string"
@@ -223,7 +265,11 @@ class FieldRule(Strict):
         cls, core_schema: CoreSchema, handler: GetJsonSchemaHandler
     ) -> JsonSchemaValue:
         # Editors must accept the shorthand too: a bare string is a selector taken as text.
-        shorthand = {"type": "string", "minLength": 1, "description": "CSS selector, get: text"}
+        shorthand = {
+            "type": "string",
+            "minLength": 1,
+            "description": "CSS selector, get: text (in a structured rule: a path)",
+        }
         return {"anyOf": [shorthand, handler(core_schema)]}
 
     @model_validator(mode="after")
@@ -244,16 +290,76 @@ class FieldRule(Strict):
                 "a required field cannot have a default",
                 "keep one of the two: required drops items without it, default fills it in",
             )
+        self._structured_keys()
         return self
+
+    def _structured_keys(self) -> None:
+        """``path`` and ``itemtype`` go with (and only with) get: jsonld/microdata/opengraph."""
+        if self.get not in STRUCTURED_SYNTAXES:
+            if self.path is not None or self.itemtype is not None:
+                raise config_error(
+                    "path",
+                    f"path and itemtype are only used with structured data (get: {self.get})",
+                    "add get: jsonld, microdata or opengraph, or remove them",
+                )
+            return
+        if self.path is None:
+            raise config_error(
+                "path",
+                f"get: {self.get} needs the path of the value",
+                "add path: e.g. offers.price (JSON-LD, microdata) or og:title (OpenGraph)",
+            )
+        if self.selector is not None:
+            raise config_error(
+                "selector",
+                f"get: {self.get} reads the page's structured data, not elements",
+                "remove selector (the path says where the value is)",
+            )
+        check_path(self.get, self.path)
 
 
 class ExtractRule(Strict):
-    """Turns matching pages into items: one per container match, or one per page."""
+    """Turns matching pages into items: one per container match, or one per page (or, with
+    ``structured``, one per JSON-LD / microdata / OpenGraph object)."""
 
     name: Identifier = Field("item", description="Item kind, stored as _kind.")
     match: Regex | None = Field(None, description="Apply only to page URLs matching this.")
     container: CssSelector | None = Field(None, description="One item per match; none = page.")
-    fields: dict[str, FieldRule] = Field(..., min_length=1)
+    structured: StructuredSyntax | None = Field(
+        None,
+        description="One item per object of this syntax (with itemtype: of those types); "
+        "fields are paths into it, or without fields the item is the object as it is.",
+    )
+    itemtype: ItemTypes | None = Field(None, description="structured: only these types.")
+    fields: dict[str, FieldRule] = Field(
+        default_factory=dict, description="Required unless the rule is structured."
+    )
+
+    _structured_shorthand = model_validator(mode="before")(structured_shorthand)
+
+    @model_validator(mode="after")
+    def _structured_rule(self) -> Self:
+        if self.structured is None:
+            if self.itemtype is not None:
+                raise config_error(
+                    "itemtype",
+                    "itemtype picks the objects of a structured rule",
+                    "add structured: jsonld (or microdata, opengraph), or remove itemtype",
+                )
+            if not self.fields:
+                raise config_error(
+                    "fields",
+                    f"extract rule {self.name!r} has no fields",
+                    "add fields: {NAME: CSS selector, ...}, or structured: jsonld (or "
+                    "microdata, opengraph) for one item per object",
+                )
+        elif self.container is not None:
+            raise config_error(
+                "container",
+                "a structured rule makes one item per object, not per container",
+                "remove container (itemtype picks the objects)",
+            )
+        return self
 
     @field_validator("fields")
     @classmethod
@@ -300,6 +406,71 @@ class TaskBase(Strict):
         return TaskNode(self.id, self.priority, tuple(self.depends_on), tuple(self.consumes), kind)
 
 
+#: ``sitemaps: [robots]``: the sitemaps the seeds' sites list in their robots.txt.
+SITEMAPS_FROM_ROBOTS: Final = "robots"
+
+
+def _check_sitemap_source(value: str) -> str:
+    text = value.strip()
+    if text.lower() == SITEMAPS_FROM_ROBOTS:
+        return SITEMAPS_FROM_ROBOTS
+    parts = urlsplit(text)
+    if parts.scheme in {"http", "https"} and parts.hostname:
+        return text
+    raise config_error(
+        "sitemap",
+        f"{value!r} is neither a sitemap URL nor robots",
+        "write an absolute URL (https://example.com/sitemap.xml), or robots to take the "
+        "sitemaps the site lists in its robots.txt",
+    )
+
+
+SitemapSource = Annotated[
+    str,
+    AfterValidator(_check_sitemap_source),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"const": SITEMAPS_FROM_ROBOTS},
+                {"type": "string", "pattern": "^https?://", "format": "uri"},
+            ],
+            "description": "A sitemap URL, or robots (the Sitemap: lines of robots.txt).",
+        }
+    ),
+]
+
+
+def _parse_since(value: Any) -> Any:
+    """A date or a date and time (ISO 8601) -> an aware datetime (UTC unless it says)."""
+    if isinstance(value, str):
+        with contextlib.suppress(ValueError):  # not ISO 8601: refused below, with a hint
+            value = datetime.fromisoformat(value.strip())
+    if not isinstance(value, date):  # a number is no date (pydantic would read epoch seconds)
+        raise config_error(
+            "sitemap_since",
+            f"{value!r} is not a date or a date and time",
+            "write 2026-05-01 or 2026-05-01T12:00:00Z (ISO 8601; UTC unless an offset is given)",
+        )
+    if not isinstance(value, datetime):
+        value = datetime(value.year, value.month, value.day, tzinfo=UTC)
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return value
+
+
+SitemapSince = Annotated[
+    datetime,
+    BeforeValidator(_parse_since),
+    WithJsonSchema(
+        {
+            "type": "string",
+            "anyOf": [{"format": "date"}, {"format": "date-time"}],
+            "description": "A date (2026-05-01) or a date and time (2026-05-01T12:00:00Z).",
+        }
+    ),
+]
+
+
 class CrawlTask(TaskBase):
     """Fetch pages from seeds, follow links, extract items."""
 
@@ -315,11 +486,117 @@ class CrawlTask(TaskBase):
     extract: list[ExtractRule] = Field(default_factory=list)
     limits: Limits | None = None
     politeness: Politeness | None = None
+    # Incremental recrawls (crawl/incremental.py, docs/pipelines.md "Incremental recrawls").
+    incremental: bool = Field(
+        False,
+        description="Keep each page's validators (ETag, Last-Modified), items fingerprint and "
+        "links across runs: later runs send conditional requests, and a known page that now "
+        "answers 404 or 410 yields a tombstone item.",
+    )
+    incremental_ttl: Duration = Field(
+        30 * 86400,
+        ge=3600,
+        le=366 * 86400,
+        description="How long a page's kept state lives without a refresh (1h to 366d); a page "
+        "not seen for this long is new again.",
+    )
+    emit: Literal["changed", "all"] | None = Field(
+        None,
+        description="Incremental tasks only: changed (the default) writes the items of new and "
+        "changed pages only; all writes every page's items (no conditional requests then).",
+    )
     allow_private_network: bool = Field(
         False,
         description="Allow private, loopback and link-local addresses (local sites, tests). "
         "Off by default: a crawler must not be steered into the network it runs in.",
     )
+    sitemaps: list[SitemapSource] = Field(
+        default_factory=list,
+        description="Sitemaps to take page URLs from (indexes followed, gzip read), or the "
+        "word robots: the Sitemap: lines of the robots.txt of the seeds' sites.",
+    )
+    sitemap_since: SitemapSince | None = Field(
+        None,
+        description="Skip sitemap entries whose lastmod is before this date or time (UTC "
+        "unless it has an offset); entries without lastmod are kept.",
+    )
+    archive: Literal["warc"] | None = Field(
+        None,
+        description="warc: keep every response fetched (and its request) as WARC records, "
+        "one archive/<pipeline>/<run>/<task>/<bundle>.warc.gz per parse bundle "
+        "(stepcrawl replay re-runs extraction over them).",
+    )
+    headers: RequestHeaders = Field(
+        default_factory=dict,
+        description="Request headers sent with every request to the task's own hosts "
+        "(robots.txt and sitemaps included); docs/pipelines.md, Headers, cookies and proxies.",
+    )
+    cookies: Cookies = Field(
+        default_factory=dict,
+        description="Cookies (name: value) sent as one Cookie header to the task's own hosts.",
+    )
+    proxy: ProxySettings | None = Field(
+        None,
+        description="Proxies for the task's requests (a URL, a list, or {urls, secret}): each "
+        "host always goes through the same one; credentials from a Secrets Manager secret.",
+    )
+
+    # Browser rendering (pipeline/render_keys.py, docs/pipelines.md "Browser rendering").
+    render: RenderMode | None = Field(
+        None,
+        description="browser: load every page in headless Chromium and extract from the "
+        "rendered DOM (a follow rule can render only some pages); default: plain fetch.",
+    )
+    wait_for: WaitFor | None = Field(
+        None,
+        description="When a rendered page is ready: a CSS selector it must contain, or "
+        "networkidle; default: its load event.",
+    )
+    render_timeout: Duration = Field(
+        DEFAULT_RENDER_TIMEOUT,
+        ge=MIN_RENDER_TIMEOUT,
+        le=MAX_RENDER_TIMEOUT,
+        description="A rendered page's whole budget (load, wait_for, DOM), 1s to 120s: a page "
+        "not ready by then ends failed (render_timeout).",
+    )
+
+    @model_validator(mode="after")
+    def _render_keys(self) -> Self:
+        check_render_keys(self)
+        return self
+
+    @model_validator(mode="before")
+    @classmethod
+    def _scrub_request_secrets(cls, data: Any) -> Any:
+        # before any check: no error text may quote a proxy URL's password
+        return scrub_request_secrets(data)
+
+    @model_validator(mode="after")
+    def _request_keys(self) -> Self:
+        check_request_keys(self.headers, self.cookies)
+        return self
+
+    @property
+    def sitemap_urls(self) -> list[str]:
+        """The sitemap URLs the task names itself (``robots`` aside)."""
+        return [source for source in self.sitemaps if source != SITEMAPS_FROM_ROBOTS]
+
+    @property
+    def emits_all(self) -> bool:
+        """Whether every page's items are written (not incremental, or ``emit: all``)."""
+        return not self.incremental or self.emit == "all"
+
+    @model_validator(mode="after")
+    def _incremental_keys(self) -> Self:
+        for key in ("emit", "incremental_ttl"):
+            if key in self.model_fields_set and not self.incremental:
+                raise config_error(
+                    key,
+                    f"crawl task {self.id!r} sets {key} but is not incremental",
+                    f"add incremental: true, or remove {key} (it applies to incremental "
+                    "recrawls only)",
+                )
+        return self
 
     @property
     def consumes(self) -> list[str]:
@@ -330,11 +607,12 @@ class CrawlTask(TaskBase):
 
     @model_validator(mode="after")
     def _has_seeds(self) -> Self:
-        if not self.seeds and self.seed_field is None:
+        if not self.seeds and self.seed_field is None and not self.sitemaps:
             raise config_error(
                 "seeds",
                 f"crawl task {self.id!r} has nothing to start from",
-                "add seeds: [URL, ...], or seed_field: FIELD to seed from the items of inputs",
+                "add seeds: [URL, ...], seed_field: FIELD to seed from the items of inputs, "
+                "or sitemaps: [URL, ...]",
             )
         if self.inputs and self.seed_field is None:
             raise config_error(
@@ -354,6 +632,34 @@ class CrawlTask(TaskBase):
                 f"crawl task {self.id!r} is seeded from items, so its hosts are unknown",
                 "list the hosts it may visit in allowed_domains (otherwise it could go anywhere)",
             )
+        return self
+
+    @model_validator(mode="after")
+    def _sitemap_keys(self) -> Self:
+        if self.sitemap_since is not None and not self.sitemaps:
+            raise config_error(
+                "sitemap_since",
+                f"crawl task {self.id!r} has sitemap_since but reads no sitemaps",
+                "add sitemaps: [URL, ...] (or [robots]), or remove sitemap_since",
+            )
+        robots = SITEMAPS_FROM_ROBOTS in self.sitemaps
+        if robots and not self.seeds and self.seed_field is None and not self.allowed_domains:
+            raise config_error(
+                "sitemaps",
+                f"crawl task {self.id!r} reads sitemaps from robots.txt but names no site",
+                "robots reads the robots.txt of the seeds' sites: add seeds, or "
+                "allowed_domains (then https://DOMAIN/robots.txt is read)",
+            )
+        for url in self.sitemap_urls:
+            host = (urlsplit(url).hostname or "").rstrip(".")
+            if self.allowed_domains and not any(
+                host == d or host.endswith("." + d) for d in self.allowed_domains
+            ):
+                raise config_error(
+                    "sitemaps",
+                    f"sitemap {url} is not on the task's allowed_domains",
+                    f"add {host} to allowed_domains, or remove that sitemap",
+                )
         return self
 
 
