@@ -102,6 +102,16 @@ const TopoNode = memo(function TopoNode({ data }: NodeProps<TopoNodeT>) {
         </div>
       )}
       {waiting && t.state === "waiting" && <div className="tp-wait">waiting on {waiting}</div>}
+      {t.in_flight && (
+        <div
+          className="tp-stuck"
+          data-testid={`topo-${t.id}-in-flight`}
+          title={`fingerprints: ${t.in_flight.fingerprints.join(", ")}`}
+        >
+          {t.in_flight.urls} URLs in flight for {Math.round(t.in_flight.idle_seconds)} s, nothing
+          queued
+        </div>
+      )}
       <Handle type="source" position={Position.Right} isConnectable={false} className="handle-ro" />
     </div>
   );

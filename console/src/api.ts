@@ -127,6 +127,8 @@ export interface TopoTask {
   state: string;
   waiting_on: string[] | string | null;
   depends_on: string[];
+  /** URLs claimed but neither in the backlog, nor queued, nor recorded, while nothing moves. */
+  in_flight?: { urls: number; idle_seconds: number; fingerprints: string[] } | null;
   metrics: Record<string, number | null>;
   hosts?: Host[];
 }

@@ -17,7 +17,7 @@ import re
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -25,8 +25,11 @@ import boto3
 from botocore.exceptions import ClientError
 
 from stepcrawl.crawl.admission import WAITING_ON_PARALLELISM, waiting_tasks
+from stepcrawl.crawl.commit import PROGRESS_AT
 from stepcrawl.crawl.context import CrawlConfig, CrawlServices, PipelineRegistry
 from stepcrawl.crawl.items import output_items
+from stepcrawl.crawl.states import TaskState
+from stepcrawl.crawl.waiting import InFlight, in_flight_urls
 from stepcrawl.errors import ConfigError
 from stepcrawl.keys import task_key
 from stepcrawl.names import (
@@ -59,6 +62,10 @@ ClientFactory = Callable[[str], Any]
 #: Control-message fields of a task state (compiler.asl writes them).
 _TASK_FIELDS = ("task_id", "task_type", "pipeline")
 _RUN_ID = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
+#: Seconds a crawl task with URLs in flight may go without a commit, while no queue holds a
+#: message waiting, before `status` names those URLs: longer than one fetch (2 min) and one
+#: parse (1 min) invocation, the longest a URL's message is out of a queue while handled.
+STALL_AFTER = 180.0
 
 
 def stack_name(stage: str) -> str:
@@ -109,6 +116,9 @@ class TaskStatus:
     counters: dict[str, Any] = field(default_factory=dict)
     #: What a ``waiting`` task waits for (``parallelism``: a slot of its run).
     waiting_on: str | None = None
+    #: URLs in flight while nothing is queued and the task has not moved for
+    #: :data:`STALL_AFTER` seconds (crawl/waiting.py), else ``None``.
+    in_flight: InFlight | None = None
 
     @property
     def seconds(self) -> float | None:
@@ -144,8 +154,13 @@ class Deployment:
         *,
         client: ClientFactory | None = None,
         config: CrawlConfig | None = None,
+        stall_after: float = STALL_AFTER,
     ) -> None:
         self.stage = stage
+        self.stall_after = stall_after
+        #: the last :class:`InFlight` read, by (run, task, claimed, finished): a stalled task
+        #: does not change, so following it does not read its whole log on every tick
+        self._in_flight: dict[tuple[str, str, int, int], InFlight] = {}
         self._client: ClientFactory = client or _default_client
         #: The engine's settings when the caller has them already (a function of the stack
         #: reads them from its own environment): :meth:`crawl_config` need not look.
@@ -321,6 +336,10 @@ class Deployment:
             if task.type == "crawl":
                 record = table.get(task_key(run, task.id), consistent=False)
                 task.counters = dict(record or {})
+                # The record, not the execution: a task that timed out is failed there but
+                # still running here, with the URLs it waited for.
+                if record and record.get("status") == TaskState.RUNNING:
+                    task.in_flight = self._stalled(run, task.id, task.counters)
         for waiting in waiting_tasks(table, run):
             if waiting in tasks and tasks[waiting].state == "running":
                 tasks[waiting].state = "waiting"
@@ -336,6 +355,53 @@ class Deployment:
             error=described.get("error"),
             cause=described.get("cause"),
         )
+
+    def _stalled(self, run: str, task: str, record: dict[str, Any]) -> InFlight | None:
+        """The task's URLs in flight if it waits on nothing the engine can see."""
+        claimed, finished = int(record.get("claimed", 0)), int(record.get("finished", 0))
+        changed = float(record.get(PROGRESS_AT) or record.get("started_at") or 0)
+        idle = time.time() - changed
+        if claimed <= finished or idle < self.stall_after:
+            return None
+        waiting, not_visible = self._crawl_queues()
+        if waiting:
+            return None
+        key = (run, task, claimed, finished)
+        found = self._in_flight.get(key)
+        if found is None:
+            shards = self.crawl_config().shards
+            found = in_flight_urls(self.table, run, task, shards, idle)
+            kept = {k: v for k, v in self._in_flight.items() if k[:2] != key[:2]}
+            self._in_flight = kept | {key: found}  # one reading per task followed
+        if not found.urls:
+            return None
+        return replace(found, idle_seconds=idle, not_visible=not_visible)
+
+    def _crawl_queues(self) -> tuple[int, dict[str, int]]:
+        """Messages waiting (visible or delayed) in the fetch, render and parse queues, and
+        each one's messages received and not deleted (not visible)."""
+        outputs = {
+            "fetch": OUTPUT_FETCH_QUEUE_URL,
+            "render": OUTPUT_RENDER_QUEUE_URL,
+            "parse": OUTPUT_PARSE_QUEUE_URL,
+        }
+        waiting, not_visible = 0, {}
+        for name, output in outputs.items():
+            if output not in self.outputs:
+                continue  # no render queue: no pipeline renders
+            attributes = self.client("sqs").get_queue_attributes(
+                QueueUrl=self.output(output),
+                AttributeNames=[
+                    "ApproximateNumberOfMessages",
+                    "ApproximateNumberOfMessagesDelayed",
+                    "ApproximateNumberOfMessagesNotVisible",
+                ],
+            )["Attributes"]
+            waiting += int(attributes.get("ApproximateNumberOfMessages", 0))
+            waiting += int(attributes.get("ApproximateNumberOfMessagesDelayed", 0))
+            if hidden := int(attributes.get("ApproximateNumberOfMessagesNotVisible", 0)):
+                not_visible[name] = hidden
+        return waiting, not_visible
 
     def items(
         self, run: str, task: str, *, pipeline: str | None = None

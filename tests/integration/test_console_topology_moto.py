@@ -187,6 +187,7 @@ def test_a_demo_run_probed_live_and_after(stack: dict[str, Any], tmp_path: Path)
         {"source": "check_products", "target": "export_products"},
     ]
     crawl = tasks[CRAWL_TASK]
+    assert crawl["in_flight"] is None  # nothing lost to sight (tests/e2e/test_in_flight_local.py)
     metrics = crawl["metrics"]
     assert list(metrics) == list(TOPOLOGY_METRICS)
     assert metrics["pages"] == crawled["pages"] > 0

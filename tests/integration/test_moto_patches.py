@@ -903,3 +903,90 @@ def test_sqs_delays_and_visibility_timeouts_still_elapse(moto: Moto) -> None:
     assert sent - 0.5 <= sent_at <= sent + 0.5
     received_at = int(later[0]["Attributes"]["ApproximateFirstReceiveTimestamp"]) / 1000
     assert sent + 1.0 <= received_at <= time.time() + 0.5
+
+
+# ---- SQS: each queue's changes atomic under threads ------------------------------------------
+#
+# What SQS does (Developer Guide: "Amazon SQS message lifecycle", "Amazon SQS visibility
+# timeout"; API reference: DeleteMessage): a message sent is kept until it is deleted or its
+# retention ends, and a message deleted is not delivered again (standard queues may, rarely,
+# deliver a copy twice: the engine tolerates that, but a delete is never undone wholesale).
+# moto rebuilds a queue's message list in DeleteMessage without a lock; the test holds one
+# delete half-way through that rebuild (deterministically, at one message of the list) while
+# another thread deletes a second message and sends a third.
+
+
+@contextmanager
+def _unpatched_sqs(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    from stepcrawl.local.moto_sqs import sqs_patches  # noqa: PLC0415 - the patch under test
+
+    with monkeypatch.context() as undo:
+        for owner, name, value in sqs_patches():
+            undo.setattr(owner, name, inspect.unwrap(getattr(owner, name)))
+            assert getattr(owner, name) is not value
+        yield
+
+
+def _delete_overlapping_a_delete_and_a_send(sqs: Any, url: str) -> tuple[set[str], int]:
+    """What the queue holds after the overlap: the visible bodies and the received count."""
+    from moto.sqs.models import Message  # noqa: PLC0415
+
+    for i in range(6):
+        sqs.send_message(QueueUrl=url, MessageBody=f"m{i}")
+    held = {m["Body"]: m["ReceiptHandle"] for m in receive(sqs, url, VisibilityTimeout=600)}
+    assert sorted(held) == [f"m{i}" for i in range(6)]
+    reached, other_done = threading.Event(), threading.Event()
+    original = Message.had_receipt_handle
+
+    def had_receipt_handle(message: Any, handle: str) -> bool:
+        # The first delete, at m3 of its rebuild, waits for the other thread (bounded: with the
+        # patch that thread waits for this delete's lock, and never finishes first).
+        if threading.current_thread() is first and message.body == "m3" and not reached.is_set():
+            reached.set()
+            other_done.wait(1.0)
+        return bool(original(message, handle))
+
+    def other() -> None:
+        reached.wait(10)
+        sqs.delete_message(QueueUrl=url, ReceiptHandle=held["m5"])
+        sqs.send_message(QueueUrl=url, MessageBody="late")
+        other_done.set()
+
+    first = threading.Thread(
+        target=lambda: sqs.delete_message(QueueUrl=url, ReceiptHandle=held["m0"])
+    )
+    second = threading.Thread(target=other)
+    Message.had_receipt_handle = had_receipt_handle  # type: ignore[method-assign]
+    try:
+        first.start()
+        second.start()
+        first.join(20)
+        second.join(20)
+    finally:
+        Message.had_receipt_handle = original  # type: ignore[method-assign]
+    assert reached.is_set(), "the first delete never reached m3"
+    attributes = sqs.get_queue_attributes(
+        QueueUrl=url, AttributeNames=["ApproximateNumberOfMessagesNotVisible"]
+    )["Attributes"]
+    return {m["Body"] for m in receive(sqs, url)}, int(
+        attributes["ApproximateNumberOfMessagesNotVisible"]
+    )
+
+
+def test_sqs_overlapping_deletes_and_sends_lose_nothing(moto: Moto) -> None:
+    sqs = moto.client("sqs")
+    url = sqs.create_queue(QueueName="atomic")["QueueUrl"]
+    visible, in_flight = _delete_overlapping_a_delete_and_a_send(sqs, url)
+    assert visible == {"late"}  # the send is kept
+    assert in_flight == 4  # m1..m4 received: m0 and m5 stay deleted
+
+
+def test_unpatched_moto_sqs_loses_a_send_and_undoes_a_delete(
+    moto: Moto, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sqs = moto.client("sqs")
+    url = sqs.create_queue(QueueName="racy")["QueueUrl"]
+    with _unpatched_sqs(monkeypatch):
+        visible, in_flight = _delete_overlapping_a_delete_and_a_send(sqs, url)
+    assert visible == set()  # "late" is gone
+    assert in_flight == 5  # m1..m5: the second delete was undone

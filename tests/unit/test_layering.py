@@ -29,6 +29,7 @@ MOTO_USERS = {
     "local/in_process.py",
     "local/moto_patches.py",
     "local/moto_fastpath.py",
+    "local/moto_sqs.py",
 }
 
 

@@ -124,7 +124,8 @@ def run(
     if not result.ok:
         failed = result.status.failed_task
         what = f"task {failed} failed" if failed else f"the run ended {result.status.status}"
-        err.print(f"[red]{what}: {result.status.cause or result.status.error or ''}[/red]")
+        detail = [d for d in (result.report.get("error"), result.status.cause) if d]
+        err.print(f"[red]{what}: {' - '.join(detail)}[/red]", soft_wrap=True)
         raise typer.Exit(1)
 
 
@@ -313,6 +314,7 @@ def status(
                             "state": t.state,
                             "counters": t.counters,
                             **({"waiting": waiting[t.id]} if t.id in waiting else {}),
+                            **({"in_flight": t.in_flight.as_dict()} if t.in_flight else {}),
                         }
                         for t in found.tasks.values()
                     },
@@ -326,6 +328,13 @@ def status(
             if reasons:
                 listed = ", ".join(f"{n} for {reason}" for reason, n in reasons.items())
                 out.print(f"{task_id}: URLs waiting in the backlog: {listed}", soft_wrap=True)
+        for task in found.tasks.values():
+            if task.in_flight is not None:  # waiting on nothing the engine can see
+                shown = ", ".join(task.in_flight.fingerprints)
+                out.print(
+                    f"[yellow]{task.in_flight.describe(task.id)}; fingerprints: {shown}[/yellow]",
+                    soft_wrap=True,
+                )
         for queue, count in dead_letters.items():
             if count:
                 out.print(

@@ -453,6 +453,8 @@ class TopologyProbe:
             "state": task.state,
             "waiting_on": task.waiting_on,
             "depends_on": list(state.depends_on.get(task.id, ())),
+            # URLs in flight with nothing queued (crawl/waiting.py), or None
+            "in_flight": task.in_flight.as_dict() if task.in_flight else None,
         }
         if task.type != "crawl":
             if "items" in chosen:

@@ -37,9 +37,11 @@ from stepcrawl.storage import All, Cond, Condition, TransactionConflict, Usage, 
 if TYPE_CHECKING:
     from stepcrawl.crawl.incremental import PageState
 
-__all__ = ["BundleCommit", "Decision", "PageCommit", "append", "commit_bundles"]
+__all__ = ["PROGRESS_AT", "BundleCommit", "Decision", "PageCommit", "append", "commit_bundles"]
 
 _MAX_CONTENTION = 8
+#: The task record's field holding when a commit last changed the task (epoch seconds).
+PROGRESS_AT: Final = "progress_at"
 _MAX_ROUNDS: Final = 1000  # decisions retried against a moving log before giving up
 
 
@@ -132,7 +134,9 @@ def append(
                     Write(
                         "update",
                         task_key(run, task),
-                        set=decision.set,
+                        # When the task last changed: what `status` reads to tell URLs that
+                        # are merely slow from ones lost to sight (crawl/waiting.py).
+                        set={**decision.set, PROGRESS_AT: services.clock()},
                         add=decision.add,
                         condition=condition,
                     ),

@@ -5,6 +5,13 @@ queue, or being fetched) or waiting in the task's backlog. For the waiting ones 
 and the shard items say why: the host's breaker is open (until its next probe, or given up
 soon), the host is paused by a Retry-After, a retry is due later, or nothing holds it but
 the fetch window (the feeder sends it on the next feed). Read-only: a few queries per shard.
+
+The in-flight ones (:func:`in_flight_urls`) are the task's log's admitted-and-unrecorded URLs
+less its backlog. They normally end within the fetch and parse functions' timeouts; URLs
+still in flight while no queue holds a message waiting and the task has not changed for
+longer than that are waiting on nothing the engine can see (a message lost between the
+queues): ``status``, the report and the console name them, by fingerprint (the log keeps
+fingerprints, not URLs), with how long the task has not moved.
 """
 
 from __future__ import annotations
@@ -12,16 +19,18 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from stepcrawl.breaker import BreakerBook, BreakerConfig
 from stepcrawl.crawl.frontier import chunk_entries
 from stepcrawl.crawl.hosts import HostView
+from stepcrawl.crawl.states import UrlState
+from stepcrawl.crawl.tasklog import fingerprint, url_states
 from stepcrawl.extract.urls import url_host
 from stepcrawl.keys import backlog_pk, shard_key
 from stepcrawl.storage import Table
 
-__all__ = ["Waiting", "summarize_waiting", "waiting_urls"]
+__all__ = ["InFlight", "Waiting", "in_flight_urls", "summarize_waiting", "waiting_urls"]
 
 
 @dataclass(frozen=True)
@@ -74,3 +83,54 @@ def waiting_urls(
 def summarize_waiting(waiting: list[Waiting]) -> dict[str, int]:
     """How many URLs wait for each reason."""
     return dict(sorted(Counter(w.reason for w in waiting).items()))
+
+
+@dataclass(frozen=True)
+class InFlight:
+    """URLs a task claimed that are neither recorded nor in its backlog (see the module
+    docstring), and for how long the task has not changed."""
+
+    urls: int
+    #: up to ``shown`` of them, by 64-bit fingerprint (hex), in the order they were claimed
+    fingerprints: tuple[str, ...]
+    #: seconds since the task's last commit
+    idle_seconds: float
+    #: per crawl queue, its messages received and not deleted (they come back only after the
+    #: queue's visibility timeout, if a handler died with them)
+    not_visible: dict[str, int] = field(default_factory=dict)
+
+    def describe(self, task: str) -> str:
+        """One sentence for a status line, a report warning or a run's error."""
+        hidden = ", ".join(f"{n} in {queue}" for queue, n in self.not_visible.items())
+        return (
+            f"{self.urls} URL(s) of task {task} in flight for {self.idle_seconds:.0f} s with "
+            "nothing queued: claimed, but neither in the backlog, nor waiting in a queue, nor "
+            "recorded" + (f" (messages received and not deleted: {hidden})" if hidden else "")
+        )
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "urls": self.urls,
+            "idle_seconds": round(self.idle_seconds, 1),
+            "fingerprints": list(self.fingerprints),
+            "not_visible": dict(self.not_visible),
+        }
+
+
+def in_flight_urls(
+    table: Table, run: str, task: str, shards: int, idle_seconds: float, *, shown: int = 10
+) -> InFlight:
+    """The task's URLs in flight: its whole log and backlog read (for a stalled task only)."""
+    pending = [
+        fp for fp, state in url_states(table, run, task).items() if state == UrlState.PENDING
+    ]
+    queued: set[int] = set()
+    for shard in range(shards):
+        for chunk in table.query(backlog_pk(run, task, shard), consistent=True):
+            queued.update(fingerprint(entry["u"]) for entry in chunk_entries(chunk))
+    out_of_sight = [fp for fp in pending if fp not in queued]
+    return InFlight(
+        urls=len(out_of_sight),
+        fingerprints=tuple(f"{fp:016x}" for fp in out_of_sight[:shown]),
+        idle_seconds=idle_seconds,
+    )

@@ -28,7 +28,9 @@ And two to its DynamoDB, which the server runs on many threads:
   the one partition instead (same items, same order).
 
 And SQS reads the clock through ``datetime`` twice per message per scan; a receive at depth
-256 spent most of its time there. The same clock is read with ``time.time()``.
+256 spent most of its time there. The same clock is read with ``time.time()``. SQS's queues
+also change their message lists without a lock, which loses sends and brings deleted messages
+back under threads: each queue's changes take its own lock (``local/moto_sqs.py``).
 
 Last, DynamoDB's condition (and filter) comparisons: moto compares its decoded Python values,
 so ``true = 1``, a missing attribute equals ``null``, and ordering a number against a string
@@ -85,6 +87,7 @@ from moto.stepfunctions.parser.asl.eval.environment import Environment
 from moto.stepfunctions.parser.asl.eval.program_state import ProgramStopped
 
 from stepcrawl.local.moto_fastpath import fastpath_patches
+from stepcrawl.local.moto_sqs import sqs_patches
 
 __all__ = ["apply_moto_patches"]
 
@@ -486,6 +489,7 @@ def apply_moto_patches() -> None:
             _kms_key_tags_from_cloudformation(KmsKey.create_from_cloudformation_json),
         ),
         *fastpath_patches(),
+        *sqs_patches(),
         (
             CloudWatchBackend,
             "get_metric_statistics",

@@ -51,6 +51,11 @@ def status_table(status: RunStatus) -> Table:
 def _state(task: TaskStatus) -> str:
     # A waiting task has been sent by the state machine but holds no slot of its run yet.
     shown = f"{task.state} ({task.waiting_on})" if task.waiting_on else task.state
+    if task.in_flight is not None:  # waiting on nothing the engine can see (crawl/waiting.py)
+        shown += (
+            f" ({task.in_flight.urls} URLs in flight for {task.in_flight.idle_seconds:.0f} s, "
+            "nothing queued)"
+        )
     return f"[{_STYLE.get(task.state, '')}]{shown}[/]"
 
 

@@ -42,7 +42,7 @@ from stepcrawl.names import METRICS_NAMESPACE
 from stepcrawl.runtime import container_usage
 from stepcrawl.storage import Usage
 
-__all__ = ["percentiles", "run_counts", "run_warnings", "write_run_outputs"]
+__all__ = ["percentiles", "run_counts", "run_error", "run_warnings", "write_run_outputs"]
 
 _WAITING_SHOWN: Final = 20
 
@@ -111,7 +111,7 @@ def write_run_outputs(
         "pipeline": status.pipeline,
         "run": status.run,
         "status": status.status,
-        "error": status.error,
+        "error": run_error(status),
         "cause": status.cause,
         "seconds": _seconds(status),
         "failures": len(failures),
@@ -161,12 +161,27 @@ def run_warnings(report: Mapping[str, Any]) -> list[str]:
         if count
     ]
     warnings += [
+        f"{task['in_flight']['summary']}; lost between the queues? "
+        '(docs/resilience.md, "URLs in flight with nothing queued")'
+        for task in report["tasks"].values()
+        if task.get("in_flight")
+    ]
+    warnings += [
         f"task {task_id} did not finish; URLs still waiting: "
         + ", ".join(f"{n} for {reason}" for reason, n in task["waiting"]["by_reason"].items())
         for task_id, task in report["tasks"].items()
         if task.get("waiting", {}).get("by_reason")
     ]
     return warnings
+
+
+def run_error(status: RunStatus) -> str | None:
+    """The run's error as Step Functions gives it and, when its crawl tasks have URLs in
+    flight with nothing queued (e.g. a task that timed out waiting for them), how many."""
+    stalled = [t.in_flight.describe(t.id) for t in status.tasks.values() if t.in_flight]
+    if status.error is None or not stalled:
+        return status.error
+    return f"{status.error}: {'; '.join(stalled)}"
 
 
 def _seconds(status: RunStatus) -> float | None:
@@ -185,6 +200,10 @@ def _task_report(task: TaskStatus, items: int, pages: list[dict[str, Any]]) -> d
     }
     if task.waiting_on:
         report["waiting_on"] = task.waiting_on
+    if task.in_flight is not None:  # waiting on nothing the engine can see
+        report["in_flight"] = task.in_flight.as_dict() | {
+            "summary": task.in_flight.describe(task.id)
+        }
     if task.type != "crawl":
         return report
     recorded = [p for p in pages if p.get("state") in ("done", "failed")]

@@ -197,6 +197,7 @@ def _invocations(cloud: LocalCloud) -> dict[str, Any]:
         "faults": {
             "crashes": sum(s.chaos_crashes for s in stats),
             "duplicates": sum(s.chaos_duplicates for s in stats),
+            "lost": sum(s.chaos_lost for s in stats),
         },
         "scaling": list(cloud.scaling),
     }

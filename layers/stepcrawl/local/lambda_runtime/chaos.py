@@ -1,4 +1,5 @@
-"""Fault injection (tests only): the crashes and duplicate deliveries AWS may inflict.
+"""Fault injection (tests only): the crashes and duplicate deliveries AWS may inflict, and a
+lost message, which AWS does not inflict but a hand can (a queue purged, a message deleted).
 
 ``LambdaRuntime(chaos=Chaos(...))`` proves the handlers' at-least-once safety. A *crash*
 (``crash_rate`` of a mapping's invocations; a direct :meth:`LambdaRuntime.invoke` has none)
@@ -16,7 +17,9 @@ queue's visibility timeout). A *duplicate* (``duplicate_rate`` of received messa
 delivered once more in another invocation, possibly concurrently: same message id, body and
 receipt handle, so one of the two deletes is stale (moto accepts it; a rejected delete of a
 duplicated message is not counted as an error). ``seed`` makes the fault sequence of each
-mapping reproducible when its invocations run one at a time.
+mapping reproducible when its invocations run one at a time. A *lost* message (``lose``: the
+first message each named function's mapping receives) is deleted and never invoked: what the
+engine then reports (``crawl/waiting.py``) is what a user sees after a message went missing.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from stepcrawl.local.lambda_runtime.containers import Function
 from stepcrawl.local.lambda_runtime.mapping import MappingState
 from stepcrawl.local.lambda_runtime.specs import Handler, Message
 
-__all__ = ["Chaos", "crash_reason", "duplicates", "plan_crash", "run_crashing"]
+__all__ = ["Chaos", "crash_reason", "duplicates", "lost", "plan_crash", "run_crashing"]
 
 #: A handler's length in project lines, assumed until a traced invocation shows it.
 _CHAOS_LINES: Final = 25
@@ -61,13 +64,16 @@ class Chaos:
 
     ``crash_rate`` of invocations crash at a random point, ``duplicate_rate`` of received
     messages are delivered twice; ``seed`` makes the sequence reproducible; a crashed batch
-    is visible again after ``redelivery_after`` seconds (rounded: SQS takes whole seconds).
+    is visible again after ``redelivery_after`` seconds (rounded: SQS takes whole seconds);
+    the mappings of the functions in ``lose`` each lose the first message they receive.
     """
 
     crash_rate: float = 0.0
     duplicate_rate: float = 0.0
     seed: int | None = None
     redelivery_after: float = 1.0
+    #: functions whose mapping loses the first message it receives
+    lose: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not (0 <= self.crash_rate <= 1 and 0 <= self.duplicate_rate <= 1):
@@ -147,6 +153,17 @@ def duplicates(
             mapping.counts.chaos_duplicates += len(copies)
             mapping.duplicated.update(m["MessageId"] for m in copies)
     return copies
+
+
+def lost(chaos: Chaos | None, mapping: MappingState, received: list[Message]) -> list[Message]:
+    """The received messages chaos loses (the caller deletes them, never invoked)."""
+    if chaos is None or mapping.spec.function not in chaos.lose or not received:
+        return []
+    with mapping.cond:
+        if mapping.counts.chaos_lost:
+            return []
+        mapping.counts.chaos_lost += 1
+    return received[:1]
 
 
 def plan_crash(chaos: Chaos | None, mapping: MappingState) -> int | None:

@@ -21,10 +21,10 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import KW_ONLY, dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from stepcrawl.local.lambda_runtime.chaos import Chaos, duplicates
+from stepcrawl.local.lambda_runtime.chaos import Chaos, duplicates, lost
 from stepcrawl.local.lambda_runtime.mapping import MappingState
 from stepcrawl.local.lambda_runtime.specs import Message
-from stepcrawl.local.lambda_runtime.sqs_calls import change_visibility, receive
+from stepcrawl.local.lambda_runtime.sqs_calls import change_visibility, delete, receive
 from stepcrawl.local.lambda_runtime.tracker import Tracker
 
 if TYPE_CHECKING:
@@ -107,6 +107,9 @@ class Poller:
                 idle = min(idle * 2, self.idle_max)
                 continue
             idle = self.idle_interval
+            if gone := lost(self.chaos, mapping, received):
+                delete(self.sqs, mapping, gone)
+                received = [m for m in received if m not in gone]
             copies = duplicates(self.chaos, mapping, received)
             size = mapping.spec.batch_size
             self.tracker.buffer(  # the copies in batches of their own: other invocations

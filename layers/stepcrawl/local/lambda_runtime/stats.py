@@ -23,6 +23,7 @@ class MappingCounts:
     errors: int = 0
     chaos_crashes: int = 0
     chaos_duplicates: int = 0
+    chaos_lost: int = 0
 
 
 @dataclass(kw_only=True)
@@ -31,7 +32,8 @@ class MappingStats(MappingCounts):
 
     ``failures`` counts failed invocations (exception, timeout, invalid partial response);
     ``failed_items`` the messages a successful invocation reported in ``batchItemFailures``.
-    ``chaos_crashes`` (also failures) and ``chaos_duplicates`` count injected faults.
+    ``chaos_crashes`` (also failures), ``chaos_duplicates`` and ``chaos_lost`` count
+    injected faults.
     """
 
     key: str
