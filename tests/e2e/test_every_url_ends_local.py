@@ -14,11 +14,12 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 from rich.console import Console
+from tests.helpers.http import SiteHandler
 
 from stepcrawl.local.runner import run_local
 from stepcrawl.pipeline import Pipeline
@@ -28,8 +29,8 @@ pytestmark = pytest.mark.slow
 PARTNER_PAGES = 6
 
 
-class HalfDown(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
+class HalfDown(SiteHandler):
+    def do_GET(self) -> None:  # noqa: N802 - http.server's name
         host = (self.headers.get("Host") or "").split(":")[0]
         port = self.server.server_address[1]
         if self.path == "/robots.txt":
@@ -41,14 +42,7 @@ class HalfDown(BaseHTTPRequestHandler):
                 f'<a href="http://localhost:{port}/p/{i}">p</a>' for i in range(PARTNER_PAGES)
             )
             status, body = 200, f"<html><h1>home</h1>{links}</html>".encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "text/html")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: object) -> None:
-        del format, args
+        self.reply(status, body)
 
 
 @pytest.fixture

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 
 import pytest
 
@@ -205,3 +206,25 @@ def test_stale_lock_of_a_dead_run_is_taken_over(sfn_env: StepFunctionsEnv) -> No
     assert json.loads(desc["output"])["status"] == "SUCCEEDED"
     assert "a" in sfn_env.worker.for_run("heir")
     assert sfn_env.lock_item("stale") is None
+
+
+def test_a_run_stopped_right_after_its_start_is_aborted(
+    sfn_env: StepFunctionsEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """AWS stops an execution as soon as StartExecution returned; moto's worker thread makes
+    the execution's environment later (held here, so the stop comes first every time)."""
+    from moto.stepfunctions.parser.backend.execution_worker import (  # noqa: PLC0415
+        ExecutionWorker,
+    )
+
+    logic = ExecutionWorker._execution_logic
+
+    def late(self: ExecutionWorker) -> None:
+        time.sleep(0.3)
+        logic(self)
+
+    monkeypatch.setattr(ExecutionWorker, "_execution_logic", late)
+    machine = sfn_env.deploy(dag_pipeline("stopped", {"a": []}))
+    arn = sfn_env.start(machine, "soon")
+    sfn_env.sfn.stop_execution(executionArn=arn, error="Stepcrawl.Cancelled", cause="test")
+    assert sfn_env.wait(arn)["status"] == "ABORTED"

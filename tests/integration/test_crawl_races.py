@@ -7,6 +7,7 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler
 
 import pytest
+from tests.helpers.http import SiteHandler
 
 from stepcrawl.crawl.context import CrawlConfig
 from stepcrawl.crawl.frontier import chunk_entries, enqueue
@@ -18,12 +19,12 @@ from stepcrawl.pipeline import Pipeline
 from stepcrawl.storage.meter import item_size
 
 
-class RotatingSite(BaseHTTPRequestHandler):
+class RotatingSite(SiteHandler):
     """``/`` links to different pages on every request; ``/p/N`` are leaves with an item."""
 
     counter = itertools.count()
 
-    def do_GET(self) -> None:
+    def do_GET(self) -> None:  # noqa: N802 - http.server's name
         if self.path == "/robots.txt":
             body = b"User-agent: *\nAllow: /\n"
             ctype = "text/plain"
@@ -35,14 +36,7 @@ class RotatingSite(BaseHTTPRequestHandler):
         else:
             body = f"<html><body><h1>{self.path}</h1></body></html>".encode()
             ctype = "text/html"
-        self.send_response(200)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: object) -> None:
-        del format, args
+        self.reply(200, body, ctype)
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
+from tests.helpers.http import SiteHandler
 
 from stepcrawl.crawl.context import CrawlConfig
 from stepcrawl.crawl.failures import list_failures
@@ -26,17 +27,10 @@ METADATA_SEEDS = [
 ]
 
 
-class Page(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
+class Page(SiteHandler):
+    def do_GET(self) -> None:  # noqa: N802 - http.server's name
         body = b"<html><h1>hello</h1></html>" if self.path != "/robots.txt" else b""
-        self.send_response(404 if self.path == "/robots.txt" else 200)
-        self.send_header("Content-Type", "text/html")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: object) -> None:
-        del format, args
+        self.reply(404 if self.path == "/robots.txt" else 200, body)
 
 
 def pipeline(seeds: list[str]) -> Pipeline:

@@ -119,7 +119,7 @@ def test_every_open_page_hears_of_a_new_version_at_once(server: ConsoleServer) -
 
     def listen(inbox: list[dict[str, object]]) -> None:
         with httpx.stream(
-            "GET", f"{base(server)}/api/events", params={"token": TOKEN}, timeout=10
+            "GET", f"{base(server)}/api/events", params={"token": TOKEN}, timeout=30
         ) as stream:
             for line in stream.iter_lines():
                 if line.startswith("event: hello"):
@@ -132,7 +132,7 @@ def test_every_open_page_hears_of_a_new_version_at_once(server: ConsoleServer) -
     threads = [threading.Thread(target=listen, args=(inbox,), daemon=True) for inbox in heard]
     for thread in threads:
         thread.start()
-    ready.wait(timeout=10)
+    ready.wait(timeout=30)  # generous: a loaded machine; it ends when both listen
     saved = httpx.put(
         f"{base(server)}/api/pipelines/shop",
         json={"yaml": TEXT + "# one\n"},
@@ -143,7 +143,7 @@ def test_every_open_page_hears_of_a_new_version_at_once(server: ConsoleServer) -
     pipelines = server.api.store.directory  # type: ignore[attr-defined]
     (pipelines / "shop.yaml").write_text(TEXT + "# two\n")
     for thread in threads:
-        thread.join(timeout=10)
+        thread.join(timeout=30)
     for inbox in heard:
         assert inbox == [
             {"name": "shop", "version": version_of(TEXT + "# one\n"), "source": "console"},

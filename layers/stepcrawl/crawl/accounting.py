@@ -19,6 +19,7 @@ from typing import Any, Final
 from stepcrawl.crawl.admission import release
 from stepcrawl.crawl.commit import PageCommit
 from stepcrawl.crawl.context import CrawlServices
+from stepcrawl.crawl.frontier import clear_backlog
 from stepcrawl.crawl.states import TaskState
 from stepcrawl.crawl.tasklog import Delta, fingerprint
 from stepcrawl.extract.urls import url_host
@@ -160,6 +161,9 @@ def maybe_finish(services: CrawlServices, run: str, task: str, max_error_ratio: 
         if won is None:
             return False
         record = won
+    # Still finishing: a caller that dies here is followed by one that clears again, and no
+    # re-drive re-opens the task meanwhile.
+    clear_backlog(services, run, task)
     summary = task_summary(record)
     ratio = summary["pages_failed"] / max(1, summary["pages"])
     if ratio > max_error_ratio:

@@ -19,7 +19,7 @@ from typing import Any
 from stepcrawl.crawl.accounting import mark_running
 from stepcrawl.crawl.commit import Decision, append
 from stepcrawl.crawl.context import CrawlServices
-from stepcrawl.crawl.frontier import enqueue, feed_task
+from stepcrawl.crawl.frontier import REDRIVE_CHUNK, enqueue, feed_task
 from stepcrawl.crawl.messages import UrlRef
 from stepcrawl.crawl.states import TaskState
 from stepcrawl.crawl.tasklog import Delta, TaskLog, fingerprint
@@ -105,19 +105,27 @@ def redrive(services: CrawlServices, run: str, failures: Iterable[Failure]) -> i
         by_task.setdefault(failure.task, []).append(failure)
     moved = 0
     for task_id, task_failures in by_task.items():
-        pending = _reopen(services, run, task_id, task_failures)
+        # One id per re-drive names its log entry and its backlog chunk: two re-drives of a
+        # task within one second must not write the same chunk (the second would overwrite
+        # the first's URLs, already re-opened).
+        by = f"{REDRIVE_CHUNK}{uuid.uuid4().hex}"
+        pending = _reopen(services, run, task_id, task_failures, by)
         if not pending:
             continue
-        refs = [
-            UrlRef.model_validate({"url": f.url, "depth": f.depth, "kind": f.kind}) for f in pending
-        ]
-        enqueue(services, run, task_id, refs, f"redrive-{int(services.clock())}")
-        for failure in pending:
-            services.table.delete(failure_key(run, task_id, failure.url))
         pipeline = pipelines[task_id]
+        # On the sweep's list before the failure records go: a re-drive that dies after
+        # deleting them leaves a running task the sweep feeds (a re-run could not tell what
+        # to queue), one that dies before leaves the records for its re-run.
         mark_running(
             services, run=run, task=task_id, pipeline=pipeline.name, version=pipeline.version_hash()
         )
+        refs = [
+            UrlRef.model_validate({"url": f.url, "depth": f.depth, "kind": f.kind, "redrive": by})
+            for f in pending
+        ]
+        enqueue(services, run, task_id, refs, by)
+        for failure in pending:
+            services.table.delete(failure_key(run, task_id, failure.url))
         feed_task(
             services,
             pipeline=pipeline.name,
@@ -130,7 +138,9 @@ def redrive(services: CrawlServices, run: str, failures: Iterable[Failure]) -> i
     return moved
 
 
-def _reopen(services: CrawlServices, run: str, task: str, failures: list[Failure]) -> list[Failure]:
+def _reopen(
+    services: CrawlServices, run: str, task: str, failures: list[Failure], by: str
+) -> list[Failure]:
     """Re-open the failed URLs among ``failures`` in one log entry, with the task's counters
     back by as many (and the task running again); the failures now waiting to be fetched,
     those re-opened by an earlier re-drive that stopped before queueing them included."""
@@ -150,10 +160,8 @@ def _reopen(services: CrawlServices, run: str, task: str, failures: list[Failure
     with log.lock:
         log.refresh(services.table)
         failed = any(fingerprint(f.url) in log.failed for f in failures)
-    if failed:
-        by = f"redrive-{uuid.uuid4().hex}"
-        if append(services, run, task, [by], decide) is None:
-            return []  # the task is finishing: try again once it has finished
+    if failed and append(services, run, task, [by], decide) is None:
+        return []  # the task is finishing: try again once it has finished
     # Waiting to be fetched, and still listed as failed: re-opened now, or by a re-drive that
     # stopped before queueing them (it deletes a failure record once the URL is queued).
     keys = [failure_key(run, task, f.url) for f in failures]

@@ -453,10 +453,12 @@ def _send_bundles(
     for batch in batches:
         if not batch:
             continue
-        # The id names what the bundle carries (pages, attempts, outcomes, bodies): a re-sent
-        # bundle keeps its id, a re-fetch that saw something else gets another.
+        # The id names what the bundle carries (pages, attempts, outcomes, bodies, and the
+        # re-drive that re-opened a page): a re-sent bundle keeps its id, a re-fetch that saw
+        # something else gets another, and so does a re-driven page that fails as before.
         ident = "|".join(
             f"{e.ref.url}#{e.ref.attempt}#{e.outcome}#{e.status}#{e.digest}{bundle_ident(e)}"
+            + (f"#{e.ref.redrive}" if e.ref.redrive else "")
             for e in batch
         )
         bundle = ParseBundle(

@@ -41,6 +41,7 @@ __all__ = [
     "ShardRef",
     "chunk_entries",
     "chunk_item",
+    "clear_backlog",
     "enqueue",
     "feed",
     "feed_task",
@@ -100,6 +101,8 @@ def enqueue(
             entry["nb"] = ref.not_before
         if ref.kind != "page":
             entry["k"] = ref.kind  # a sitemap document (crawl/sitemaps.py)
+        if ref.redrive:
+            entry["r"] = ref.redrive  # re-driven (crawl/failures.py)
         by_shard.setdefault((shard, ref.depth), []).append(entry)
         if ref.attempt > 1 or chunk_id.startswith(REDRIVE_CHUNK):
             back[shard] = back.get(shard, 0) + 1
@@ -111,6 +114,22 @@ def enqueue(
             services.table.put(chunk_item(pk, sk, part))
     count_back(services, run, task, back)
     return {shard for shard, _ in by_shard}
+
+
+def clear_backlog(services: CrawlServices, run: str, task: str) -> int:
+    """Delete what is left in a finished task's backlog; how many chunks.
+
+    Once ``claimed == finished`` every admitted URL is recorded, so what is left are second
+    copies of recorded URLs (a re-drive or a redelivered commit that queued a URL again after
+    a crash): fed, they would cost a fetch and change nothing; left, they would stay forever
+    (a chunk has no TTL) and show as waiting. One query per shard, once per task.
+    """
+    cleared = 0
+    for shard in range(services.config.shards):
+        for chunk in services.table.query(backlog_pk(run, task, shard), consistent=True):
+            services.table.delete((str(chunk["pk"]), str(chunk["sk"])))
+            cleared += 1
+    return cleared
 
 
 def _bounded(entries: list[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
@@ -277,7 +296,11 @@ def _fetch_message(where: ShardRef, entry: dict[str, Any]) -> FetchMessage:
         run=where.run,
         task=where.task,
         ref=UrlRef(
-            url=entry["u"], depth=entry["d"], attempt=entry.get("a", 1), kind=entry.get("k", "page")
+            url=entry["u"],
+            depth=entry["d"],
+            attempt=entry.get("a", 1),
+            kind=entry.get("k", "page"),
+            redrive=entry.get("r", ""),
         ),
         shard=where.shard,
     )

@@ -52,6 +52,10 @@ class UrlRef(_Message):
     #: What the URL is: a page (items, links), a sitemap or a robots.txt read for its
     #: sitemaps (child sitemaps and page URLs; see :mod:`stepcrawl.crawl.sitemaps`).
     kind: Literal["page", "sitemap", "robots"] = "page"
+    #: The id of the re-drive that re-opened the URL ("" if none): a re-driven page's fetch
+    #: makes a bundle of its own id even when it fails exactly as before (the commit takes a
+    #: bundle id it finds in the log for a redelivery and records nothing).
+    redrive: str = ""
 
 
 class FetchMessage(_Message):

@@ -8,6 +8,8 @@ same state machine runs on AWS and locally. Applied once, idempotently, before e
   moto passes names through unchanged, so camelCase APIs (Step Functions, Lambda) fail with
   a ``KeyError``. We map both ways with botocore's service model, as AWS does, and render
   timestamps as ISO-8601 strings (moto leaves ``datetime`` objects that cannot be serialised).
+* ``StopExecution`` right after ``StartExecution``: moto's worker thread had not made the
+  execution's environment yet and the stop answered 500; it now waits for it (bounded).
 * ``StopExecution``: AWS aborts at once; moto marks the run stopped but leaves it blocked in a
   ``waitForTaskToken`` until the token is answered or times out (hours), reporting RUNNING
   all along. We wake every callback wait of the stopped run, and keep a stopped run stopped
@@ -85,6 +87,7 @@ from moto.stepfunctions.parser.asl.component.state.exec.state_task.service impor
 )
 from moto.stepfunctions.parser.asl.eval.environment import Environment
 from moto.stepfunctions.parser.asl.eval.program_state import ProgramStopped
+from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
 
 from stepcrawl.local.moto_fastpath import fastpath_patches
 from stepcrawl.local.moto_sqs import sqs_patches
@@ -151,6 +154,24 @@ def _stop_wakes_callbacks(original: Any) -> Any:
             endpoint.interrupt_all()
 
     return set_stop
+
+
+#: Seconds a StopExecution waits for a just-started execution's worker to be ready.
+_STOP_WAIT = 10.0
+
+
+def _stop_waits_for_start(original: Any) -> Any:
+    """``ExecutionWorker.stop``: the worker's environment is made by its thread, so a stop
+    right after the start found none and answered 500; AWS stops a just-started execution.
+    Wait (bounded) for the environment, then stop."""
+
+    def stop(self: Any, stop_date: Any, error: str | None, cause: str | None) -> None:
+        deadline = time.monotonic() + _STOP_WAIT
+        while self.env is None and time.monotonic() < deadline:
+            time.sleep(0.005)
+        original(self, stop_date=stop_date, error=error, cause=cause)
+
+    return stop
 
 
 def _final_once_stopped(original: Any) -> Any:
@@ -465,6 +486,7 @@ def apply_moto_patches() -> None:
         (cls, "_normalise_parameters", _normalise_parameters),
         (cls, "_normalise_response", _normalise_response),
         (Environment, "set_stop", _stop_wakes_callbacks(Environment.set_stop)),
+        (ExecutionWorker, "stop", _stop_waits_for_start(ExecutionWorker.stop)),
         (Environment, "set_error", _final_once_stopped(Environment.set_error)),
         (Environment, "set_timed_out", _final_once_stopped(Environment.set_timed_out)),
         (DynamoHandler, "call_action", _serialised(DynamoHandler.call_action)),
