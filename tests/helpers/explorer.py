@@ -28,6 +28,7 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
+from urllib.parse import urlsplit
 
 from stepcrawl.crawl.context import CrawlConfig, CrawlServices, StaticRegistry
 from stepcrawl.crawl.failures import list_failures, redrive
@@ -43,13 +44,12 @@ from stepcrawl.fetch.classify import classify, http_reason
 from stepcrawl.keys import backlog_pk, task_key
 from stepcrawl.names import MAX_RECEIVE_COUNT
 from stepcrawl.pipeline import Pipeline
-from stepcrawl.storage import MemoryBlobStore, MemoryQueue, MemoryTable, Meter
+from stepcrawl.storage import MemoryBlobStore, MemoryQueue, MemoryTable, Meter, OutMessage
 from stepcrawl.storage.meter import item_size
 
 __all__ = ["ExplorerSettings", "Outcome", "SimSite", "explore"]
 
 RUN = "run-1"
-TASK = "crawl"
 DYNAMODB_ITEM_LIMIT = 400 * 1024
 SQS_MESSAGE_LIMIT = 256 * 1024
 
@@ -64,20 +64,16 @@ class Crash(BaseException):
 
 @dataclass(frozen=True)
 class SimSite:
-    """``/`` links to ``/c/0..`` (listings), each listing to its products ``/p/N`` (an item
-    each) and to ``dead`` pages that answer 404 (failures to re-drive; they fail again)."""
+    """On every host: ``/`` links to ``/c/0..`` (listings), each listing to its products
+    ``/p/N`` (an item each) and to ``dead`` pages that answer 404 (failures to re-drive; they
+    fail again). Task ``crawl_<n>`` crawls host ``shop-<n>.test``."""
 
-    host: str = "shop.test"
     listings: int = 2
     products: int = 3
     dead: int = 2
 
-    @property
-    def root(self) -> str:
-        return f"https://{self.host}/"
-
     def page(self, url: str) -> tuple[int, str]:
-        path = url.removeprefix(f"https://{self.host}")
+        path = urlsplit(url).path or "/"
         if path == "/":
             links = "".join(f'<a href="/c/{c}">c</a>' for c in range(self.listings))
             return 200, f"<html><body>{links}</body></html>"
@@ -91,10 +87,12 @@ class SimSite:
             return 200, f"<html><body><h1>product {path.removeprefix('/p/')}</h1></body></html>"
         return 404, "<html><body>gone</body></html>"
 
-    def pipeline(self) -> Pipeline:
+    def pipeline(self, tasks: int) -> Pipeline:
+        """``tasks`` independent crawl tasks, all running at once (``parallelism``)."""
         return Pipeline.model_validate(
             {
                 "name": "explored",
+                "parallelism": tasks,
                 "defaults": {
                     "politeness": {"delay": 0, "obey_robots": False},
                     "retry": {"max_attempts": 2, "base_delay": 0.1},
@@ -102,12 +100,13 @@ class SimSite:
                 },
                 "tasks": [
                     {
-                        "id": TASK,
+                        "id": f"crawl_{n}",
                         "type": "crawl",
-                        "seeds": [self.root],
+                        "seeds": [f"https://shop-{n}.test/"],
                         "follow": [{"selector": "a[href]"}],
                         "extract": [{"match": "/p/", "fields": {"title": "h1"}}],
                     }
+                    for n in range(tasks)
                 ],
             }
         )
@@ -237,8 +236,16 @@ class SimQueue:
     def __init__(self, queue: MemoryQueue, name: str) -> None:
         self.queue, self.name = queue, name
         self.pool: list[Delivery] = []
+        self.taken: list[Delivery] = []  # received, in an invocation (not visible)
         self.dead: list[Delivery] = []
         self._ids = 0
+
+    def send_batch(self, messages: Sequence[OutMessage]) -> None:
+        self.queue.send_batch(messages)
+
+    def approximate_depth(self) -> int:
+        """As SQS counts it: visible, not visible (received) and delayed."""
+        return self.queue.approximate_depth() + len(self.pool) + len(self.taken)
 
     def refill(self) -> None:
         for message in self.queue.drain():
@@ -251,9 +258,11 @@ class SimQueue:
         self.pool = [d for d in self.pool if all(d is not t for t in taken)]
         for delivery in taken:
             delivery.receives += 1
+        self.taken = list(taken)
         return taken
 
     def give_back(self, deliveries: Sequence[Delivery]) -> None:
+        self.taken = []  # the invocation is over: the rest were deleted
         for delivery in deliveries:
             if delivery.receives >= MAX_RECEIVE_COUNT:
                 self.dead.append(delivery)
@@ -275,10 +284,11 @@ class SimQueue:
 class ExplorerSettings:
     """How much of each fault one schedule gets."""
 
+    tasks: int = 1  # crawl tasks of the run, all running at once, sharing the window
     crash_rate: float = 0.15
     duplicate_rate: float = 0.1
     redrives: int = 3
-    starts: int = 2  # deliveries of the task's start (a redelivered start races the crawl)
+    starts: int = 2  # deliveries of each task's start (a redelivered start races the crawl)
     max_steps: int = 4000
     config: CrawlConfig = field(
         default_factory=lambda: CrawlConfig(shards=2, window=8, lease_seconds=30.0)
@@ -303,7 +313,8 @@ class _Simulation:
         self.rng = random.Random(seed)  # a reproducible schedule
         random.seed(seed)  # the stages' own jitter (backoff) follows the schedule too
         self.site, self.settings = site, settings
-        self.pipeline = site.pipeline()
+        self.pipeline = site.pipeline(settings.tasks)
+        self.tasks = [t.id for t in self.pipeline.tasks]
         self.now = 1_800_000_000.0
         self.plan = CrashPlan()
         meter = Meter()
@@ -314,8 +325,8 @@ class _Simulation:
         self.parse = SimQueue(MemoryQueue(meter, self.clock), "parse")
         self.base = CrawlServices(
             table=_Faulty(self.table, self.plan, "table"),  # type: ignore[arg-type]
-            fetch_queue=_Faulty(self.fetch.queue, self.plan, "fetch"),  # type: ignore[arg-type]
-            parse_queue=_Faulty(self.parse.queue, self.plan, "parse"),  # type: ignore[arg-type]
+            fetch_queue=_Faulty(self.fetch, self.plan, "fetch"),  # type: ignore[arg-type]
+            parse_queue=_Faulty(self.parse, self.plan, "parse"),  # type: ignore[arg-type]
             blobs=_Faulty(self.blobs, self.plan, "blobs"),  # type: ignore[arg-type]
             tokens=self.tokens,
             registry=StaticRegistry([self.pipeline]),
@@ -328,7 +339,7 @@ class _Simulation:
         self.loop = asyncio.new_event_loop()
         self.steps: list[str] = []
         self.redrives = settings.redrives
-        self.starts = settings.starts
+        self.starts = dict.fromkeys(self.tasks, settings.starts)
 
     def clock(self) -> float:
         return self.now
@@ -371,25 +382,25 @@ class _Simulation:
         failed = {f["itemIdentifier"] for f in answer["batchItemFailures"]}
         queue.give_back([d for d in taken if d.ident in failed])
 
-    def start(self) -> None:
+    def start(self, task: str) -> None:
         message = ControlMessage(
             v=1,
             pipeline=self.pipeline.name,
             pipeline_version=self.pipeline.version_hash(),
             run_id=RUN,
             execution_arn=f"arn:aws:states:local:000000000000:execution:x:{RUN}",
-            task_id=TASK,
+            task_id=task,
             task_type="crawl",
-            priority=0,
+            priority=100,
             parallelism=self.pipeline.parallelism,
             inputs=[],
-            task_token="token",
+            task_token=f"token-{task}",
         )
         try:
             self.invoke("dispatch", lambda s: dispatch_record(s, message.model_dump_json()))
         except Crash as crash:
             self.steps[-1] += f" -> {crash}"
-            self.starts += 1  # SQS redelivers it
+            self.starts[task] += 1  # SQS redelivers it
 
     def redrive_some(self, times: int) -> None:
         failures = list_failures(self.table, RUN)
@@ -417,7 +428,7 @@ class _Simulation:
         for queue in (self.fetch, self.parse):
             queue.refill()
         choices: list[tuple[str, float]] = []
-        if self.starts:
+        if any(self.starts.values()):
             choices.append(("start", 1.0))
         if self.fetch.pool:
             choices += [("fetch", 4.0), ("duplicate fetch", 4.0 * self.settings.duplicate_rate)]
@@ -431,8 +442,10 @@ class _Simulation:
         action = self.rng.choices([c for c, _ in choices], [w for _, w in choices])[0]
         self.steps.append(f"t={self.now - 1_800_000_000.0:.1f} {action}")
         if action == "start":
-            self.starts -= 1
-            self.start()
+            task = self.rng.choice([t for t, n in self.starts.items() if n])
+            self.starts[task] -= 1
+            self.steps[-1] += f" {task}"
+            self.start(task)
         elif action == "fetch":
             self.deliver(self.fetch, "fetch", 5)
         elif action == "parse":
@@ -449,9 +462,10 @@ class _Simulation:
         return True
 
     def settle(self) -> bool:
-        """Let delayed messages come due and leases expire, as time and the sweeper would;
-        ``True`` if that brought work back."""
-        for _ in range(6):
+        """Let delayed messages come due and leases expire, as time and the sweeper would
+        (some sweeps may crash); ``True`` if that brought work back. Nothing longer: every
+        URL must end within a few leases once nothing is queued."""
+        for _ in range(10):
             due = [q.queue.next_due() for q in (self.fetch, self.parse)]
             soonest = min((d for d in due if d is not None), default=None)
             if soonest is not None:
@@ -476,34 +490,41 @@ class _Simulation:
 
     def check(self) -> list[str]:
         problems = [f"over a limit: {what}" for what in self.plan.oversized]
-        record = self.table.get(task_key(RUN, TASK)) or {}
+        for task in self.tasks:
+            problems += [f"{task}: {p}" for p in self.check_task(task)]
+        for queue in (self.fetch, self.parse):
+            if queue.waiting():
+                problems.append(f"{queue.name} queue not empty")
+        return problems
+
+    def check_task(self, task: str) -> list[str]:
+        problems: list[str] = []
+        record = self.table.get(task_key(RUN, task)) or {}
         claimed, finished = int(record.get("claimed", 0)), int(record.get("finished", 0))
         if not record:
             problems.append("the task never started")
         if claimed != finished:
             problems.append(f"claimed {claimed} != finished {finished}")
         pending = [
-            fp for fp, s in url_states(self.table, RUN, TASK).items() if s == UrlState.PENDING
+            fp for fp, s in url_states(self.table, RUN, task).items() if s == UrlState.PENDING
         ]
         if pending:
             problems.append(f"{len(pending)} URL(s) never ended")
         if record.get("status") != "succeeded":
             problems.append(f"task status {record.get('status')!r}, not succeeded")
-        answers = [a for a in self.tokens.answers if a.token == "token"]
+        answers = [a for a in self.tokens.answers if a.token == f"token-{task}"]
         if [a.kind for a in answers] != ["success"]:
             problems.append(f"task answered {[a.kind for a in answers]}")
-        items = list(iter_task_items(self.blobs, self.pipeline.name, RUN, TASK))
+        items = list(iter_task_items(self.blobs, self.pipeline.name, RUN, task))
         urls = [str(i.get("_url")) for i in items]
         if len(items) != int(record.get("items", 0)):
             problems.append(f"items read back {len(items)} != counted {record.get('items')}")
         if len(set(urls)) != len(urls):
             problems.append(f"an item twice: {sorted(u for u in set(urls) if urls.count(u) > 1)}")
         for shard in range(self.settings.config.shards):
-            if self.table.query(backlog_pk(RUN, TASK, shard)):
+            if self.table.query(backlog_pk(RUN, task, shard)):
                 problems.append(f"backlog of shard {shard} not empty")
         for queue in (self.fetch, self.parse):
-            if queue.waiting():
-                problems.append(f"{queue.name} queue not empty")
             if queue.dead and pending:
                 problems.append(f"{len(queue.dead)} message(s) in the {queue.name} DLQ unrecorded")
         return problems

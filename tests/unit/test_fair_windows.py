@@ -26,7 +26,7 @@ from stepcrawl.crawl.messages import UrlRef
 from stepcrawl.crawl.tokens import MemoryTokens
 from stepcrawl.keys import running_key, shard_key, task_key
 from stepcrawl.pipeline import Pipeline
-from stepcrawl.storage import MemoryBlobStore, MemoryQueue, MemoryTable
+from stepcrawl.storage import MemoryBlobStore, MemoryQueue, MemoryTable, OutMessage
 
 INF = math.inf
 
@@ -95,8 +95,11 @@ def test_fed_changes_count_under_the_lease_and_keep_marks() -> None:
     assert first["fed_mark_at"] == now
     item: dict[str, Any] = {**first}
     assert fed_changes(item, 0, now + 1) == {}  # nothing sent, marks fresh: nothing to set
-    later = fed_changes({**item, FED: 50}, 10, now + RECENT)
+    later = fed_changes({**item, FED: 50, "fed_at": now + RECENT - 1}, 10, now + RECENT)
     assert (later[FED], later["fed_prev"], later["fed_mark"]) == (60, 5, 60)
+    # A shard that sent nothing for RECENT seconds counts only what it sends from now on.
+    idle = fed_changes({**item, FED: 50}, 10, now + RECENT)
+    assert (idle[FED], idle["fed_prev"], idle["fed_mark"]) == (60, 50, 50)
 
 
 def services(config: CrawlConfig | None = None, clock: float = 1000.0) -> CrawlServices:
@@ -138,6 +141,38 @@ def test_phantoms_lapse_after_recent_seconds() -> None:
     late = services(clock=1000.0 + RECENT + 1)
     put_leases(late, marks, {})
     assert in_flight(late, "r", "t", record) == 0
+
+
+def test_phantoms_lapse_even_when_no_feed_moves_the_marks() -> None:
+    """Issue 24, defect 3: the marks moved only when a feed released its lease, and a task
+    whose phantoms took its share was never fed again: they counted for good. What a shard
+    sent counts no more once it has sent nothing for RECENT seconds."""
+    marks = fed_changes({}, 40, 1000.0)
+    marks |= fed_changes(marks, 10, 1000.0 + RECENT - 5)  # a later feed, before the marks roll
+    record = {"claimed": 500, "finished": 40}  # 10 phantoms: sent, never to be recorded
+    soon = services(clock=1000.0 + RECENT)
+    put_leases(soon, marks, {})
+    assert in_flight(soon, "r", "t", record) == 10
+    later = services(clock=1000.0 + 2 * RECENT)  # no feed in between: the marks did not move
+    put_leases(later, marks, {})
+    assert in_flight(later, "r", "t", record) == 0
+
+
+def test_a_task_held_by_phantoms_is_fed_once_the_fetch_queue_is_empty() -> None:
+    """Issue 24, defect 3: two tasks whose estimates hold their whole shares in phantoms sent
+    nothing, and nothing was left to move their marks. With nothing at all in the fetch
+    queue, none of their URLs is in flight: each gets its share at once."""
+    a, b = pipeline("a", 100), pipeline("b", 100)
+    s = services(CrawlConfig(shards=1, window=2))
+    s.registry = StaticRegistry([a, b])
+    for run, p in (("ra", a), ("rb", b)):
+        running(s, p, run, claimed=10, finished=4)
+        pk, sk = shard_key(run, "t", 0)
+        s.table.put({"pk": pk, "sk": sk, **fed_changes({}, 5, 990.0)})  # 1 phantom each
+    assert allowance(s, run="ra", task="t", priority=100, free=2) == 1
+    assert allowance(s, run="rb", task="t", priority=100, free=2) == 1
+    s.fetch_queue.send_batch([OutMessage("{}")])  # something in flight: the estimate holds
+    assert allowance(s, run="ra", task="t", priority=100, free=2) == 0
 
 
 def test_enqueue_counts_urls_that_come_back() -> None:
@@ -198,6 +233,7 @@ def test_allowance_alone_is_the_free_window_and_shared_is_the_share() -> None:
     assert allowance(s, run="ra", task="t", priority=100, free=7) == 7  # view still cached
     now[0] += VIEW_TTL
     # Sharing 20 slots evenly with b: a's share is 10, and 18 of its URLs are in flight.
+    s.fetch_queue.send_batch([OutMessage("{}") for _ in range(18)])
     assert allowance(s, run="ra", task="t", priority=100, free=7) == 0
     assert allowance(s, run="rb", task="t", priority=100, free=7) == 7  # b: 50 > 10, 0 in flight
     running(s, b, "rb", claimed=50, finished=48)  # b nearly done: lends its share

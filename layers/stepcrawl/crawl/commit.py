@@ -176,7 +176,8 @@ def commit_bundles(
     """Record the pages of ``bundles`` (one task's) that no other commit recorded, and admit
     their new links, in one log entry; once per bundle. ``usage`` is what this invocation
     spent besides the bundles' own. Returns each bundle's recorded pages, each with the
-    children it admitted (in page order); all empty if the task is over."""
+    children it admitted (in page order); if the task is over, those of the bundles it had
+    committed before (a redelivery: their items are written again) and no others."""
     ids = [b.bundle_id for b in bundles]
 
     def decide(log: TaskLog, budget: int | None) -> Decision:
@@ -201,18 +202,25 @@ def commit_bundles(
         return Decision(delta, counters)
 
     log = append(services, run, task, ids, decide)
+    refused = log is None
     if log is None:
-        return [[] for _ in bundles]
+        # The task refused the new bundles (it is finishing or over), but those of the batch
+        # already in its log were committed before: their follow-ups (their items part)
+        # still come from their delta, or a crash before them would lose their items.
+        log = services.task_logs.get(run, task)
+    places = [n for n, b in enumerate(bundles) if b.bundle_id in log.commits]
     # Follow-ups per delta: the bundles one delta committed share its recorded pages and
     # admitted links, each going to its first page in the bundles' order.
     by_delta: dict[int, list[int]] = {}
-    for n, bundle in enumerate(bundles):
-        by_delta.setdefault(id(log.commits[bundle.bundle_id]), []).append(n)
+    for n in places:
+        by_delta.setdefault(id(log.commits[bundles[n].bundle_id]), []).append(n)
     out: list[list[PageCommit]] = [[] for _ in bundles]
     for members in by_delta.values():
         delta = log.commits[bundles[members[0]].bundle_id]
         pages = [(n, page) for n in members for page in bundles[n].pages]
         for n, page in _as_committed(delta, pages):
+            if refused:  # claimed == finished: its admitted links are recorded already
+                page.children = []
             out[n].append(page)
     return out
 

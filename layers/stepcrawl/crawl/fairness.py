@@ -27,8 +27,14 @@ running crawl task with work gets a **share** of the window, and a feed sends at
   to ``back`` when enqueued. In flight = ``sum(fed - back) - finished``, ``finished`` read
   consistently from the task record, clamped to ``[0, claimed - finished]`` and to what the
   task sent in the last :data:`RECENT` seconds (a URL sent twice and recorded once would
-  otherwise count forever; this bound lets such phantoms lapse). A crash after sending and
+  otherwise count forever; this bound lets such phantoms lapse, also for a task that gets
+  no feed meanwhile: ``fed_at``, when a shard last sent). A crash after sending and
   before the release counts nothing, so the re-sent copy is the one counted.
+
+A feed whose estimate leaves it nothing while the fetch queue is empty (visible, in flight
+and delayed: one ``GetQueueAttributes``) sends its share anyway: nothing of any task is in
+flight there, so what the estimate holds are phantoms; a phantom then costs at most one
+drain of the queue, not :data:`RECENT`.
 
 Only feeds limited by the share pay for reading ``fed``: a task alone, or one whose whole
 demand fits its share, feeds as before. A feed capped by its share that leaves the window
@@ -78,6 +84,10 @@ BACK: Final = "back"
 _MARK: Final = "fed_mark"
 _MARK_AT: Final = "fed_mark_at"
 _PREV: Final = "fed_prev"
+#: When the shard last sent anything: once that is :data:`RECENT` ago, nothing it sent counts
+#: in flight, even if no feed has released its lease since (a task whose allowance is 0 is
+#: not fed, so its marks would never move and its phantoms would hold its share for good).
+_FED_AT: Final = "fed_at"
 
 #: Seconds a container keeps its view of the running tasks.
 VIEW_TTL: Final = 5.0
@@ -248,7 +258,12 @@ def allowance(services: CrawlServices, *, run: str, task: str, priority: int, fr
     pending = max(0, int(record.get("claimed", 0)) - int(record.get("finished", 0)))
     if pending <= share:
         return free  # all it could ever have in flight fits its share
-    return max(0, min(free, share - in_flight(services, run, task, record)))
+    room = min(free, share - in_flight(services, run, task, record))
+    # An estimate that leaves nothing while nothing of any task is in the fetch queue holds
+    # phantoms (URLs sent twice, recorded once) that have not lapsed yet: none of its URLs is
+    # in flight there. Without this a task could wait RECENT seconds per phantom.
+    idle = room <= 0 and services.fetch_queue.approximate_depth() == 0
+    return min(free, share) if idle else max(0, room)
 
 
 def in_flight(services: CrawlServices, run: str, task: str, record: Mapping[str, Any]) -> int:
@@ -272,6 +287,9 @@ def in_flight(services: CrawlServices, run: str, task: str, record: Mapping[str,
 def _recent(item: Mapping[str, Any], now: float) -> int:
     """What the shard sent in the last :data:`RECENT` seconds, or a little more."""
     fed = int(item.get(FED, 0))
+    fed_at = item.get(_FED_AT)
+    if fed_at is not None and now - float(fed_at) >= RECENT:
+        return 0
     mark_at = item.get(_MARK_AT)
     if mark_at is None:
         return fed
@@ -283,10 +301,14 @@ def fed_changes(item: Mapping[str, Any], sent: int, now: float) -> dict[str, Any
     """The lease attributes to set when releasing a feed that sent ``sent`` URLs: ``fed``
     moved on, and the marks :func:`_recent` reads. Written under the lease, so a plain set
     of the value read with it is exact (and a lost lease writes nothing: nothing counted)."""
-    fed = int(item.get(FED, 0)) + sent
-    changes: dict[str, Any] = {FED: fed} if sent else {}
-    mark_at = item.get(_MARK_AT)
-    if mark_at is None or now - float(mark_at) >= RECENT:
+    before = int(item.get(FED, 0))
+    fed = before + sent
+    changes: dict[str, Any] = {FED: fed, _FED_AT: now} if sent else {}
+    mark_at, fed_at = item.get(_MARK_AT), item.get(_FED_AT)
+    if fed_at is not None and now - float(fed_at) >= RECENT:
+        # Nothing sent before counts any more (:func:`_recent`): only what is sent from now.
+        changes.update({_PREV: before, _MARK: before, _MARK_AT: now})
+    elif mark_at is None or now - float(mark_at) >= RECENT:
         changes.update({_PREV: int(item.get(_MARK, 0)), _MARK: fed, _MARK_AT: now})
     return changes
 
