@@ -219,6 +219,8 @@ def commit_bundles(
         delta = log.commits[bundles[members[0]].bundle_id]
         pages = [(n, page) for n in members for page in bundles[n].pages]
         for n, page in _as_committed(delta, pages):
+            if log.recorded.get(fingerprint(page.ref.url)) != delta.by:
+                continue  # re-opened (or recorded again) since: its follow-ups are not due
             if refused:  # claimed == finished: its admitted links are recorded already
                 page.children = []
             out[n].append(page)

@@ -286,9 +286,11 @@ def _unique(messages: Sequence[FetchMessage]) -> list[FetchMessage]:
     deployment goes"). A URL delivered again after it was recorded costs one more fetch, and
     its commit records nothing (the log records a page once).
     """
-    unique: dict[int, FetchMessage] = {}
+    unique: dict[tuple[int, str], FetchMessage] = {}
     for message in messages:
-        unique.setdefault(fingerprint(message.ref.url), message)
+        # A re-driven copy is its own: kept with a stale copy of the URL's earlier fetch, or
+        # its bundle would take the earlier one's id and the re-opened URL would never end.
+        unique.setdefault((fingerprint(message.ref.url), message.ref.redrive), message)
     return list(unique.values())
 
 

@@ -33,7 +33,7 @@ from stepcrawl.keys import backlog_pk, shard_key
 from stepcrawl.locks import LeaseLock
 from stepcrawl.names import METRIC_BACKLOG_CHUNKS_DRAINED, METRIC_URLS_FED
 from stepcrawl.pipeline import Politeness
-from stepcrawl.storage import MAX_SQS_DELAY, OutMessage
+from stepcrawl.storage import MAX_SQS_DELAY, Cond, OutMessage
 
 __all__ = [
     "REDRIVE_CHUNK",
@@ -243,15 +243,25 @@ def _feed_chunks(
             break
     if out:  # render: browser pages go to the render queue (crawl/render.py)
         send_fetches(services, where.pipeline, where.version, where.task, out)
+    # Only a chunk still as read: the lease keeps other feeders out, not the writers that
+    # queue URLs (a redelivered start re-splits its seed chunk's parts, a redelivered commit
+    # rewrites its links' chunk). A chunk changed meanwhile keeps what it holds now, which
+    # may send some URLs twice (the log records them once) but loses none.
     for chunk in done_chunks:
-        services.table.delete((chunk["pk"], chunk["sk"]))
+        services.table.delete((chunk["pk"], chunk["sk"]), condition=_unchanged(chunk))
     for chunk, size, rest in rest_chunks:
         if len(rest) != size:
-            services.table.put(chunk_item(chunk["pk"], chunk["sk"], rest))
+            item = chunk_item(chunk["pk"], chunk["sk"], rest)
+            services.table.put(item, condition=_unchanged(chunk))
     pipeline, task = where.pipeline, where.task
     services.metric(METRIC_URLS_FED, len(out), pipeline=pipeline, task=task)
     services.metric(METRIC_BACKLOG_CHUNKS_DRAINED, len(done_chunks), pipeline=pipeline, task=task)
     return len(out)
+
+
+def _unchanged(chunk: dict[str, Any]) -> Cond:
+    """The chunk holds what it held when read (its compressed entries, byte for byte)."""
+    return Cond("z", "eq", chunk["z"])
 
 
 class _Gate:
