@@ -36,6 +36,7 @@ from collections.abc import Sequence
 from aws_cdk import Annotations, Stack
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_secretsmanager as secrets
 from aws_cdk import aws_ssm as ssm
 from aws_cdk import aws_stepfunctions as sfn
@@ -48,6 +49,7 @@ from infra.storage import Storage
 from stepcrawl.alerts.secrets import SSM_PREFIX
 from stepcrawl.archive.warc import archive_key
 from stepcrawl.crawl.paths import body_key, items_part_key, quarantine_prefix
+from stepcrawl.crawl.tasklog import spill_key
 from stepcrawl.names import ENV_PROXY_SECRETS
 from stepcrawl.pipeline import CrawlTask
 
@@ -55,6 +57,7 @@ __all__ = [
     "ARCHIVES",
     "BODIES",
     "ITEMS",
+    "LOG_SPILLS",
     "QUARANTINE",
     "WorkerAccess",
     "load_prefix_pattern",
@@ -70,6 +73,9 @@ def _top(key: str) -> str:
 BODIES = _top(body_key("run", "task", "url", 1))
 ITEMS = _top(items_part_key("pipeline", "run", "task", "bundle"))
 QUARANTINE = _top(quarantine_prefix("pipeline", "run", "task"))
+#: Payloads of task log entries too big for a table item (crawl/tasklog.py): written and read
+#: by whoever appends to or reads a task's log.
+LOG_SPILLS = _top(spill_key("run", "task", "name"))
 ARCHIVES = _top(archive_key("pipeline", "run", "task", "bundle"))  # archive: warc
 
 
@@ -124,7 +130,9 @@ class WorkerAccess(Construct):
 
         # dispatch: seeds the frontier, feeds, runs ETL stages, answers task tokens.
         table.grant_read_write_data(dispatch)
-        self.dispatch_patterns = sorted({ITEMS, QUARANTINE, *self._load_patterns(sources)})
+        self.dispatch_patterns = sorted(
+            {ITEMS, QUARANTINE, LOG_SPILLS, *self._load_patterns(sources)}
+        )
         for pattern in self.dispatch_patterns:
             bucket.grant_read_write(dispatch, pattern)  # includes s3:DeleteObject*
         queues.fetch.queue.grant_send_messages(dispatch)
@@ -155,18 +163,14 @@ class WorkerAccess(Construct):
         bucket.grant_put(parse, ITEMS)
         bucket.grant_delete(parse, ITEMS)
         bucket.grant_put(parse, ARCHIVES)  # archive: warc, one file per bundle
+        bucket.grant_read(parse, LOG_SPILLS)
+        bucket.grant_put(parse, LOG_SPILLS)
         queues.fetch.queue.grant_send_messages(parse)
         queues.control.queue.grant_send_messages(parse)
         for machine in machines:
             machine.grant_task_response(parse)
 
-        # sweeper: feeds starved shards, heartbeats running crawls, answers orphaned tokens.
-        sweeper = workers.sweeper
-        table.grant_read_write_data(sweeper)
-        queues.fetch.queue.grant_send_messages(sweeper)
-        queues.control.queue.grant_send_messages(sweeper)
-        for machine in machines:
-            machine.grant_task_response(sweeper)
+        self._grant_sweeper(workers.sweeper, storage, queues, machines)
 
         # scaler: reads the queues and the functions' metrics, sets the two mappings.
         scaler = workers.scaler
@@ -211,6 +215,22 @@ class WorkerAccess(Construct):
                 secrets.Secret.from_secret_name_v2(self, f"AlertSecret{number}", name).grant_read(
                     notify
                 )
+
+    @staticmethod
+    def _grant_sweeper(
+        sweeper: lambda_.IFunction,
+        storage: Storage,
+        queues: WorkQueues,
+        machines: Sequence[sfn.IStateMachine],
+    ) -> None:
+        """Feeds starved shards, heartbeats running crawls, answers orphaned tokens."""
+        storage.table.grant_read_write_data(sweeper)
+        storage.bucket.grant_read(sweeper, LOG_SPILLS)  # the cost guard's drain appends
+        storage.bucket.grant_put(sweeper, LOG_SPILLS)
+        queues.fetch.queue.grant_send_messages(sweeper)
+        queues.control.queue.grant_send_messages(sweeper)
+        for machine in machines:
+            machine.grant_task_response(sweeper)
 
     def _load_patterns(self, sources: Sequence[PipelineSource]) -> list[str]:
         patterns = []

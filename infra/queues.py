@@ -16,10 +16,23 @@ from constructs import Construct
 
 from stepcrawl.names import MAX_RECEIVE_COUNT
 
-__all__ = ["DLQ_RETENTION", "MAX_RECEIVE_COUNT", "VISIBILITY_FACTOR", "WorkQueue", "WorkQueues"]
+__all__ = [
+    "DLQ_RETENTION",
+    "DLQ_RETENTION_DAYS",
+    "MAX_RECEIVE_COUNT",
+    "QUEUE_RETENTION_DAYS",
+    "VISIBILITY_FACTOR",
+    "WorkQueue",
+    "WorkQueues",
+]
 
 VISIBILITY_FACTOR: Final = 6
-DLQ_RETENTION: Final = Duration.days(14)
+#: SQS's own default (4 days), said here because bodies must outlive it (infra/storage.py).
+QUEUE_RETENTION_DAYS: Final = 4
+#: SQS's most. A standard queue's message keeps its first enqueue time in the DLQ, so this
+#: bounds its whole age there; moved back to its queue it is a new message (its own 4 days).
+DLQ_RETENTION_DAYS: Final = 14
+DLQ_RETENTION: Final = Duration.days(DLQ_RETENTION_DAYS)
 
 
 class WorkQueue(Construct):
@@ -41,6 +54,7 @@ class WorkQueue(Construct):
             encryption=sqs.QueueEncryption.SQS_MANAGED,
             enforce_ssl=True,
             visibility_timeout=Duration.seconds(consumer_timeout.to_seconds() * VISIBILITY_FACTOR),
+            retention_period=Duration.days(QUEUE_RETENTION_DAYS),
             dead_letter_queue=sqs.DeadLetterQueue(
                 queue=self.dead_letters, max_receive_count=MAX_RECEIVE_COUNT
             ),

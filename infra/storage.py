@@ -14,14 +14,21 @@ from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+from infra.queues import DLQ_RETENTION_DAYS, QUEUE_RETENTION_DAYS
+from stepcrawl.crawl.tasklog import LOG_TTL, spill_key
+
 __all__ = ["BODIES_EXPIRE_DAYS", "BODIES_PREFIX", "TTL_ATTRIBUTE", "Storage"]
 
 #: The crawl engine writes this epoch-seconds attribute on items that may expire (ledgers).
 TTL_ATTRIBUTE: Final = "expires_at"
 #: Raw pages too large for a parse message (stepcrawl.crawl.paths.body_key); only parse reads
-#: them, once, so they expire after a week.
+#: them, from the message that names them. That message may wait in the parse DLQ (14 days
+#: from when it was first sent) and then, moved back, in the parse queue (4 days more): a
+#: body outlives both, with a day to spare, so a bundle re-driven from the DLQ still reads it.
 BODIES_PREFIX: Final = "bodies/"
-BODIES_EXPIRE_DAYS: Final = 7
+BODIES_EXPIRE_DAYS: Final = DLQ_RETENTION_DAYS + QUEUE_RETENTION_DAYS + 1
+#: Task log payloads too big for a table item (crawl/tasklog.py): kept as long as the entries.
+LOG_SPILLS_PREFIX: Final = spill_key("run", "task", "name").split("/", 1)[0] + "/"
 
 
 class Storage(Construct):
@@ -56,6 +63,11 @@ class Storage(Construct):
                     id="expire-raw-bodies",
                     prefix=BODIES_PREFIX,
                     expiration=Duration.days(BODIES_EXPIRE_DAYS),
+                ),
+                s3.LifecycleRule(
+                    id="expire-log-spills",
+                    prefix=LOG_SPILLS_PREFIX,
+                    expiration=Duration.days(LOG_TTL // 86400),  # with the entries naming them
                 ),
                 s3.LifecycleRule(
                     id="abort-incomplete-uploads",

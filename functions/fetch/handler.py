@@ -21,4 +21,10 @@ tracer = Tracer(service="fetch")
 @logger.inject_lambda_context
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     batch = parse(event=event, model=SqsModel)
-    return fetch_records(services_from_env(), container_fetcher(), container_loop(), batch.Records)
+    return fetch_records(
+        services_from_env(),
+        container_fetcher(),
+        container_loop(),
+        batch.Records,
+        context.get_remaining_time_in_millis,
+    )

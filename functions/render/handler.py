@@ -15,6 +15,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from stepcrawl.crawl.lambdas import fetch_records
 from stepcrawl.crawl.render import render_services
+from stepcrawl.pipeline.render_keys import MAX_RENDER_TIMEOUT
 from stepcrawl.runtime import container_browser, container_loop, log_metrics, services_from_env
 
 logger = Logger(service="render")
@@ -27,4 +28,11 @@ tracer = Tracer(service="render")
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     batch = parse(event=event, model=SqsModel)
     services = render_services(services_from_env())
-    return fetch_records(services, container_browser(), container_loop(), batch.Records)
+    return fetch_records(
+        services,
+        container_browser(),
+        container_loop(),
+        batch.Records,
+        context.get_remaining_time_in_millis,
+        try_seconds=MAX_RENDER_TIMEOUT + 10.0,  # a page's whole render budget, and its send
+    )

@@ -26,9 +26,10 @@ from botocore.exceptions import ClientError
 
 from stepcrawl.crawl.admission import WAITING_ON_PARALLELISM, waiting_tasks
 from stepcrawl.crawl.commit import PROGRESS_AT
-from stepcrawl.crawl.context import CrawlConfig, CrawlServices, PipelineRegistry
+from stepcrawl.crawl.context import CrawlConfig, CrawlServices, PipelineRegistry, StaticRegistry
 from stepcrawl.crawl.items import output_items
 from stepcrawl.crawl.states import TaskState
+from stepcrawl.crawl.stopping import cancel_run
 from stepcrawl.crawl.waiting import InFlight, in_flight_urls
 from stepcrawl.errors import ConfigError
 from stepcrawl.keys import task_key
@@ -340,6 +341,8 @@ class Deployment:
                 # still running here, with the URLs it waited for.
                 if record and record.get("status") == TaskState.RUNNING:
                     task.in_flight = self._stalled(run, task.id, task.counters)
+                if record and record.get("status") == TaskState.CANCELLED:
+                    task.state = "cancelled"  # its run stopped under it (crawl/stopping.py)
         for waiting in waiting_tasks(table, run):
             if waiting in tasks and tasks[waiting].state == "running":
                 tasks[waiting].state = "waiting"
@@ -370,7 +373,7 @@ class Deployment:
         found = self._in_flight.get(key)
         if found is None:
             shards = self.crawl_config().shards
-            found = in_flight_urls(self.table, run, task, shards, idle)
+            found = in_flight_urls(self.table, run, task, shards, idle, blobs=self.blobs)
             kept = {k: v for k, v in self._in_flight.items() if k[:2] != key[:2]}
             self._in_flight = kept | {key: found}  # one reading per task followed
         if not found.urls:
@@ -413,7 +416,9 @@ class Deployment:
             raise ConfigError(
                 f"pipeline {pipeline} has no task {task!r} (tasks: {', '.join(kinds)})"
             )
-        return output_items(self.blobs, pipeline, run, task, crawl=kinds[task].type == "crawl")
+        return output_items(
+            self.table, self.blobs, pipeline, run, task, crawl=kinds[task].type == "crawl"
+        )
 
     def cancel(self, run: str, *, cause: str = "cancelled by stepcrawl cancel") -> str:
         """Stop the run's execution; its previous status."""
@@ -422,6 +427,10 @@ class Deployment:
         status = str(sfn.describe_execution(executionArn=arn)["status"])
         if status == "RUNNING":
             sfn.stop_execution(executionArn=arn, error=CANCELLED_ERROR, cause=cause)
+        if status != "SUCCEEDED":
+            # At once, not on the next heartbeat: the run's crawls stop (crawl/stopping.py);
+            # also for a run stopped elsewhere (Step Functions' console) before they noticed.
+            cancel_run(self.crawl_services(StaticRegistry([])), run, cause)
         return status
 
     def wait(

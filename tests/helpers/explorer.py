@@ -4,8 +4,9 @@ One seeded scheduler controls every source of nondeterminism of a crawl task's r
 queued message is delivered next and with which others in its batch, duplicate deliveries,
 crashes between any two storage writes (the container dies: its cached task log with it, its
 messages come back after the visibility timeout, and reach the DLQ after the receive limit),
-re-drives of failures (also two in the same second), redelivered task starts, sweeps and the
-clock. It drives the real stages through the functions' own entry points
+re-drives of failures (also two in the same second), redelivered task starts, sweeps, the
+run stopped at any step, invocations that overlap call by call (tests/helpers/interleaving.py)
+and the clock. It drives the real stages through the functions' own entry points
 (``crawl.lambdas``: dispatch, fetch with its one-by-one retry, parse with its partial batch
 response) on in-memory storage, over a small generated site.
 
@@ -15,8 +16,9 @@ mapping are tested against real servers elsewhere (tests/integration/test_fetch_
 
 After quiescence (nothing queued, nothing due, sweeps with leases expired change nothing) it
 checks: every URL ends exactly once (no URL pending in the log), ``claimed == finished``, the
-task answered once, the items read back equal the ``items`` counter with no URL's item twice,
-no backlog chunk left, no message left unrecorded in a queue or DLQ, and no item over
+task answered once, the items read back equal the ``items`` counter with no item twice and
+each page's items from one fetch (also at the moment the task answered: a load stage starts
+then), no backlog chunk left, no message left unrecorded in a queue or DLQ, and no item over
 DynamoDB's 400 KB or message over SQS's 256 KiB was attempted. A failing schedule is replayed
 by its seed (:func:`explore`): the steps are printed.
 """
@@ -25,10 +27,21 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
-from urllib.parse import urlsplit
+
+from tests.helpers.interleaving import Interleaved, interleave
+from tests.helpers.sim_world import (
+    Attributes,
+    Crash,
+    CrashPlan,
+    Faulty,
+    Record,
+    SimFetcher,
+    SimQueue,
+    SimSite,
+)
 
 from stepcrawl.crawl.context import CrawlConfig, CrawlServices, StaticRegistry
 from stepcrawl.crawl.failures import list_failures, redrive
@@ -36,245 +49,39 @@ from stepcrawl.crawl.items import iter_task_items
 from stepcrawl.crawl.lambdas import dispatch_record, fetch_records, parse_records
 from stepcrawl.crawl.messages import ControlMessage
 from stepcrawl.crawl.states import UrlState
+from stepcrawl.crawl.stopping import cancel_run
 from stepcrawl.crawl.sweeper import sweep_running
 from stepcrawl.crawl.tasklog import TaskLogs, url_states
 from stepcrawl.crawl.tokens import MemoryTokens
-from stepcrawl.fetch import FetchPolicy, FetchResult
-from stepcrawl.fetch.classify import classify, http_reason
 from stepcrawl.keys import backlog_pk, task_key
-from stepcrawl.names import MAX_RECEIVE_COUNT
-from stepcrawl.pipeline import Pipeline
-from stepcrawl.storage import MemoryBlobStore, MemoryQueue, MemoryTable, Meter, OutMessage
-from stepcrawl.storage.meter import item_size
+from stepcrawl.storage import MemoryBlobStore, MemoryQueue, MemoryTable, Meter
 
 __all__ = ["ExplorerSettings", "Outcome", "SimSite", "explore"]
 
 RUN = "run-1"
-DYNAMODB_ITEM_LIMIT = 400 * 1024
-SQS_MESSAGE_LIMIT = 256 * 1024
+#: The engine's bound on a log entry's payload in the explorer (``CrawlConfig``'s is 300 KB):
+#: a parse invocation of a few listings passes it, so entries spill as a sitemap's would.
+LOG_ENTRY_BYTES = 64
+#: What a log entry weighs besides its payload: keys, commit ids, the items part's name.
+LOG_ENTRY_OVERHEAD = 300
 
 
-class Crash(BaseException):
-    """The container died between two storage writes (not an ``Exception``: no handler's
-    ``except Exception`` takes it for an ordinary error)."""
+class _CheckedTokens(MemoryTokens):
+    """Step Functions' side: when a task answers, its items must all be readable already (a
+    load stage starts on the answer)."""
 
+    def __init__(self, simulation: _Simulation) -> None:
+        super().__init__()
+        self.simulation = simulation
+        self.problems: dict[str, list[str]] = {}
 
-# ---- the site ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class SimSite:
-    """On every host: ``/`` links to ``/c/0..`` (listings), each listing to its products
-    ``/p/N`` (an item each) and to ``dead`` pages that answer 404 (failures to re-drive; they
-    fail again). Task ``crawl_<n>`` crawls host ``shop-<n>.test``."""
-
-    listings: int = 2
-    products: int = 3
-    dead: int = 2
-
-    def page(self, url: str) -> tuple[int, str]:
-        path = urlsplit(url).path or "/"
-        if path == "/":
-            links = "".join(f'<a href="/c/{c}">c</a>' for c in range(self.listings))
-            return 200, f"<html><body>{links}</body></html>"
-        if path.startswith("/c/"):
-            c = int(path.removeprefix("/c/"))
-            links = [f"/p/{c * self.products + i}" for i in range(self.products)]
-            links += [f"/dead/{c * self.dead + i}" for i in range(self.dead)]
-            anchors = "".join(f'<a href="{link}">x</a>' for link in links)
-            return 200, f"<html><body>{anchors}</body></html>"
-        if path.startswith("/p/"):
-            return 200, f"<html><body><h1>product {path.removeprefix('/p/')}</h1></body></html>"
-        return 404, "<html><body>gone</body></html>"
-
-    def pipeline(self, tasks: int) -> Pipeline:
-        """``tasks`` independent crawl tasks, all running at once (``parallelism``)."""
-        return Pipeline.model_validate(
-            {
-                "name": "explored",
-                "parallelism": tasks,
-                "defaults": {
-                    "politeness": {"delay": 0, "obey_robots": False},
-                    "retry": {"max_attempts": 2, "base_delay": 0.1},
-                    "limits": {"max_error_ratio": 1, "max_depth": 3},
-                },
-                "tasks": [
-                    {
-                        "id": f"crawl_{n}",
-                        "type": "crawl",
-                        "seeds": [f"https://shop-{n}.test/"],
-                        "follow": [{"selector": "a[href]"}],
-                        "extract": [{"match": "/p/", "fields": {"title": "h1"}}],
-                    }
-                    for n in range(tasks)
-                ],
-            }
-        )
-
-
-class SimFetcher:
-    """The fetch stage's ``BatchFetcher`` (:mod:`stepcrawl.crawl.fetch_stage`) on a site."""
-
-    def __init__(self, site: SimSite) -> None:
-        self.site = site
-
-    async def fetch_many(
-        self, urls: Sequence[str], policy: FetchPolicy, concurrency: int
-    ) -> list[FetchResult]:
-        del policy, concurrency
-        results = []
-        for url in urls:
-            status, text = self.site.page(url)
-            reason = http_reason(status)
-            results.append(
-                FetchResult(
-                    url=url,
-                    final_url=url,
-                    status=status,
-                    headers={"content-type": "text/html"},
-                    body=text.encode() if 200 <= status < 300 else b"",
-                    elapsed_ms=1.0,
-                    redirects=[],
-                    outcome=classify(reason, status),
-                    reason=reason,
-                )
-            )
-        return results
-
-    async def crawl_delay(self, url: str, policy: FetchPolicy) -> float | None:
-        del url, policy
-        return None
-
-
-# ---- faults: crashes between writes, limits -----------------------------------------------
-
-
-@dataclass
-class CrashPlan:
-    """The write at which the running invocation dies (``None``: it does not)."""
-
-    at: int | None = None
-    writes: int = 0
-    oversized: list[str] = field(default_factory=list)
-
-    def arm(self, at: int | None) -> None:
-        self.at, self.writes = at, 0
-
-    def write(self, what: str) -> None:
-        self.writes += 1
-        if self.at is not None and self.writes >= self.at:
-            self.at = None
-            raise Crash(f"crashed before write {self.writes} ({what})")
-
-
-class _Faulty:
-    """A storage object whose writes go through :class:`CrashPlan` (and are size-checked)."""
-
-    _WRITES = frozenset({"put", "update", "delete", "transact", "send_batch", "delete_many"})
-
-    def __init__(self, inner: Any, plan: CrashPlan, name: str) -> None:
-        self._inner, self._plan, self._name = inner, plan, name
-
-    def __getattr__(self, attr: str) -> Any:
-        value = getattr(self._inner, attr)
-        if attr not in self._WRITES:
-            return value
-
-        def write(*args: Any, **kwargs: Any) -> Any:
-            self._check(attr, args, kwargs)
-            self._plan.write(f"{self._name}.{attr}")
-            return value(*args, **kwargs)
-
-        return write
-
-    def _check(self, attr: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        if self._name == "table" and attr == "put":
-            item = args[0] if args else kwargs["item"]
-            if item_size(item) > DYNAMODB_ITEM_LIMIT:
-                self._plan.oversized.append(f"item {item.get('pk')}/{item.get('sk')}")
-        if self._name == "table" and attr == "transact":
-            for write in args[0] if args else kwargs["writes"]:
-                if write.item is not None and item_size(write.item) > DYNAMODB_ITEM_LIMIT:
-                    self._plan.oversized.append(f"item {write.key}")
-        if attr == "send_batch":
-            for message in args[0] if args else kwargs["messages"]:
-                if len(message.body.encode()) > SQS_MESSAGE_LIMIT:
-                    self._plan.oversized.append(f"message to {self._name}")
-
-
-# ---- queues as Lambda sees them --------------------------------------------------------------
-
-
-@dataclass
-class Delivery:
-    """A message received from a queue: its body and how often it was received."""
-
-    ident: str
-    body: str
-    receives: int = 0
-
-
-@dataclass
-class _Record:
-    """An SQS record as the stages read it (``attributes.ApproximateReceiveCount``)."""
-
-    messageId: str  # noqa: N815 - AWS's field name
-    body: str
-    attributes: Any
-
-
-@dataclass(frozen=True)
-class _Attributes:
-    ApproximateReceiveCount: str
-
-
-class SimQueue:
-    """A queue: the memory queue's due messages, taken into a pool the scheduler picks from;
-    a message taken is either deleted or comes back (a crash, a batch item failure), and past
-    the receive limit it goes to the DLQ."""
-
-    def __init__(self, queue: MemoryQueue, name: str) -> None:
-        self.queue, self.name = queue, name
-        self.pool: list[Delivery] = []
-        self.taken: list[Delivery] = []  # received, in an invocation (not visible)
-        self.dead: list[Delivery] = []
-        self._ids = 0
-
-    def send_batch(self, messages: Sequence[OutMessage]) -> None:
-        self.queue.send_batch(messages)
-
-    def approximate_depth(self) -> int:
-        """As SQS counts it: visible, not visible (received) and delayed."""
-        return self.queue.approximate_depth() + len(self.pool) + len(self.taken)
-
-    def refill(self) -> None:
-        for message in self.queue.drain():
-            self._ids += 1
-            self.pool.append(Delivery(f"{self.name}-{self._ids}", message.body))
-
-    def take(self, rng: random.Random, most: int) -> list[Delivery]:
-        count = min(len(self.pool), rng.randint(1, most))
-        taken = rng.sample(self.pool, count)
-        self.pool = [d for d in self.pool if all(d is not t for t in taken)]
-        for delivery in taken:
-            delivery.receives += 1
-        self.taken = list(taken)
-        return taken
-
-    def give_back(self, deliveries: Sequence[Delivery]) -> None:
-        self.taken = []  # the invocation is over: the rest were deleted
-        for delivery in deliveries:
-            if delivery.receives >= MAX_RECEIVE_COUNT:
-                self.dead.append(delivery)
-            else:
-                self.pool.append(delivery)
-
-    def duplicate(self, rng: random.Random) -> None:
-        copy = replace(rng.choice(self.pool))
-        self.pool.append(copy)
-
-    def waiting(self) -> bool:
-        return bool(self.pool) or self.queue.approximate_depth() > 0
+    def succeed(self, token: str, output: dict[str, Any]) -> None:
+        task = token.removeprefix("token-")
+        if not any(a.token == token for a in self.answers):
+            record = self.simulation.table.get(task_key(RUN, task)) or {}
+            found = self.simulation.check_items(task, int(record.get("items", 0)))
+            self.problems[task] = [f"when the task answered: {p}" for p in found]
+        super().succeed(token, output)
 
 
 # ---- the explorer ------------------------------------------------------------------------------
@@ -289,9 +96,22 @@ class ExplorerSettings:
     duplicate_rate: float = 0.1
     redrives: int = 3
     starts: int = 2  # deliveries of each task's start (a redelivered start races the crawl)
+    #: Share of schedules in which the run is stopped at some step (its execution stopped,
+    #: ``stepcrawl cancel``), after which nothing may be fetched.
+    cancel_rate: float = 0.15
+    #: Weight of a step that runs two invocations at once, interleaved call by call (a
+    #: redelivered start, a sweep, a parse delivery or its duplicate); 0: never.
+    overlaps: float = 0.0
+    #: Seeds of each task besides its home page (products): a seed chunk of several parts.
+    extra_seeds: int = 0
+    #: The log entry size checked (None: the engine's bound plus the overhead of keys and ids;
+    #: set otherwise to check an engine configured to another bound against this one).
+    log_entry_limit: int | None = None
     max_steps: int = 4000
     config: CrawlConfig = field(
-        default_factory=lambda: CrawlConfig(shards=2, window=8, lease_seconds=30.0)
+        default_factory=lambda: CrawlConfig(
+            shards=2, window=8, lease_seconds=30.0, log_entry_bytes=LOG_ENTRY_BYTES
+        )
     )
 
 
@@ -313,21 +133,22 @@ class _Simulation:
         self.rng = random.Random(seed)  # a reproducible schedule
         random.seed(seed)  # the stages' own jitter (backoff) follows the schedule too
         self.site, self.settings = site, settings
-        self.pipeline = site.pipeline(settings.tasks)
+        self.pipeline = site.pipeline(settings.tasks, settings.extra_seeds)
         self.tasks = [t.id for t in self.pipeline.tasks]
         self.now = 1_800_000_000.0
-        self.plan = CrashPlan()
+        limit = settings.log_entry_limit or settings.config.log_entry_bytes + LOG_ENTRY_OVERHEAD
+        self.plan = CrashPlan(log_entry_limit=limit)
         meter = Meter()
         self.table = MemoryTable(meter)
         self.blobs = MemoryBlobStore(meter)
-        self.tokens = MemoryTokens()
+        self.tokens = _CheckedTokens(self)
         self.fetch = SimQueue(MemoryQueue(meter, self.clock), "fetch")
         self.parse = SimQueue(MemoryQueue(meter, self.clock), "parse")
         self.base = CrawlServices(
-            table=_Faulty(self.table, self.plan, "table"),  # type: ignore[arg-type]
-            fetch_queue=_Faulty(self.fetch, self.plan, "fetch"),  # type: ignore[arg-type]
-            parse_queue=_Faulty(self.parse, self.plan, "parse"),  # type: ignore[arg-type]
-            blobs=_Faulty(self.blobs, self.plan, "blobs"),  # type: ignore[arg-type]
+            table=Faulty(self.table, self.plan, "table"),  # type: ignore[arg-type]
+            fetch_queue=Faulty(self.fetch, self.plan, "fetch"),  # type: ignore[arg-type]
+            parse_queue=Faulty(self.parse, self.plan, "parse"),  # type: ignore[arg-type]
+            blobs=Faulty(self.blobs, self.plan, "blobs"),  # type: ignore[arg-type]
             tokens=self.tokens,
             registry=StaticRegistry([self.pipeline]),
             meter=meter,
@@ -340,6 +161,10 @@ class _Simulation:
         self.steps: list[str] = []
         self.redrives = settings.redrives
         self.starts = dict.fromkeys(self.tasks, settings.starts)
+        # Whether this schedule stops its run: drawn apart, so that the rest of a schedule is
+        # the same with or without stops (a seed found before them replays).
+        self.cancel = random.Random(seed ^ 0x5709).random() < settings.cancel_rate
+        self.fetched_at_cancel: int | None = None  # fetches made when the run was stopped
 
     def clock(self) -> float:
         return self.now
@@ -368,7 +193,7 @@ class _Simulation:
 
     def deliver(self, queue: SimQueue, function: str, most: int) -> None:
         taken = queue.take(self.rng, most)
-        records = [_Record(d.ident, d.body, _Attributes(str(d.receives))) for d in taken]
+        records = [Record(d.ident, d.body, Attributes(str(d.receives))) for d in taken]
         handler = {
             "fetch": lambda s: fetch_records(s, self.fetcher, self.loop, records),
             "parse": lambda s: parse_records(s, records),
@@ -383,7 +208,15 @@ class _Simulation:
         queue.give_back([d for d in taken if d.ident in failed])
 
     def start(self, task: str) -> None:
-        message = ControlMessage(
+        message = self.start_message(task)
+        try:
+            self.invoke("dispatch", lambda s: dispatch_record(s, message.model_dump_json()))
+        except Crash as crash:
+            self.steps[-1] += f" -> {crash}"
+            self.starts[task] += 1  # SQS redelivers it
+
+    def start_message(self, task: str) -> ControlMessage:
+        return ControlMessage(
             v=1,
             pipeline=self.pipeline.name,
             pipeline_version=self.pipeline.version_hash(),
@@ -396,11 +229,65 @@ class _Simulation:
             inputs=[],
             task_token=f"token-{task}",
         )
-        try:
-            self.invoke("dispatch", lambda s: dispatch_record(s, message.model_dump_json()))
-        except Crash as crash:
-            self.steps[-1] += f" -> {crash}"
-            self.starts[task] += 1  # SQS redelivers it
+
+    def overlap(self) -> None:
+        """Two invocations at once, each on a container of its own, interleaved one storage
+        call at a time: a start (a redelivery: SQS may deliver one twice at once), a sweep, a
+        parse delivery, or the same parse messages twice (redelivered after the visibility
+        timeout while the first delivery still runs)."""
+        # A start only while one is due (its deliveries are bounded, as SQS's are: one more
+        # would heal what a race lost, and hide it).
+        kinds = ["sweep", *(f"start {t}" for t, n in self.starts.items() if n)]
+        if self.parse.pool:
+            kinds += ["parse", "parse twice"]
+        chosen = self.rng.choice(kinds), self.rng.choice(kinds)
+        if any(self.starts.values()) and self.rng.random() < 0.5:
+            chosen = kinds[1], "sweep"  # a redelivered start racing a feed, the likeliest
+        jobs: list[tuple[Interleaved, Callable[[Interleaved], None]]] = []
+        for n, kind in enumerate(chosen):
+            jobs += self.overlapping(f"{kind}#{n}", kind)
+        order = interleave(self.rng, [job for job, _ in jobs])
+        names = [job.name for job, _ in jobs]
+        self.steps[-1] += f" {names}: " + "".join(str(names.index(n)) for n in order)
+        for job, settle in jobs:
+            settle(job)
+
+    def overlapping(
+        self, name: str, kind: str
+    ) -> list[tuple[Interleaved, Callable[[Interleaved], None]]]:
+        """The invocations of one overlapping kind, each with what settles its outcome."""
+        if kind == "sweep":
+            services = replace(self.base, task_logs=TaskLogs())
+            return [(Interleaved(name, lambda: sweep_running(services)), lambda job: None)]
+        if kind.startswith("start"):
+            task = kind.removeprefix("start ")
+            self.starts[task] = max(0, self.starts[task] - 1)
+            body = self.start_message(task).model_dump_json()
+            services = replace(self.base, task_logs=TaskLogs())
+
+            def redelivered(job: Interleaved) -> None:
+                if job.error is not None:
+                    self.starts[task] += 1  # it failed: SQS delivers it again
+
+            return [(Interleaved(name, lambda: dispatch_record(services, body)), redelivered)]
+        taken = self.parse.take(self.rng, 3)
+        records = [Record(d.ident, d.body, Attributes(str(d.receives))) for d in taken]
+        deliveries = []
+        for copy in range(2 if kind == "parse twice" else 1):
+            services = replace(self.base, task_logs=TaskLogs())
+            work = lambda s=services: parse_records(s, records)  # noqa: E731
+            deliveries.append(Interleaved(f"{name}.{copy}", work))
+
+        def settled(job: Interleaved) -> None:
+            if job is not deliveries[0]:
+                return  # a duplicate: the first delivery's outcome decides what comes back
+            if job.error is not None:
+                self.parse.give_back(taken)
+                return
+            failed = {f["itemIdentifier"] for f in job.result["batchItemFailures"]}
+            self.parse.give_back([d for d in taken if d.ident in failed])
+
+        return [(job, settled) for job in deliveries]
 
     def redrive_some(self, times: int) -> None:
         failures = list_failures(self.table, RUN)
@@ -417,6 +304,22 @@ class _Simulation:
                 except Crash as crash:
                     self.steps[-1] += f" -> {crash}, again"
 
+    def stop_run(self) -> None:
+        """The run's execution stops (its tokens go), and ``stepcrawl cancel`` tells the
+        engine (run again if it dies, as its operator would)."""
+        self.cancel = False
+        self.redrives = 0  # a re-drive after the stop asks for fetches: not this check's case
+        self.fetched_at_cancel = sum(self.fetcher.fetches.values())
+        for task in self.tasks:
+            self.tokens.stop(f"token-{task}")
+            self.starts[task] = 0  # a stopped execution sends no start
+        for _ in range(5):
+            try:
+                self.invoke("cli", lambda s: cancel_run(s, RUN, "stopped by the explorer"))
+                break
+            except Crash as crash:
+                self.steps[-1] += f" -> {crash}, again"
+
     def sweep(self) -> None:
         try:
             self.invoke("sweeper", sweep_running)
@@ -429,7 +332,12 @@ class _Simulation:
             queue.refill()
         choices: list[tuple[str, float]] = []
         if any(self.starts.values()):
-            choices.append(("start", 1.0))
+            # With overlaps, a start redelivered later than the first: SQS after a visibility
+            # timeout, or the admission sweep re-starting a slow start.
+            late = self.settings.overlaps and all(
+                n < self.settings.starts for n in self.starts.values()
+            )
+            choices.append(("start", 0.1 if late else 1.0))
         if self.fetch.pool:
             choices += [("fetch", 4.0), ("duplicate fetch", 4.0 * self.settings.duplicate_rate)]
         if self.parse.pool:
@@ -438,7 +346,11 @@ class _Simulation:
             choices += [("redrive", 0.5), ("redrive twice", 0.5)]
         if not choices:
             return False
+        if self.cancel:
+            choices.append(("stop the run", 0.2))
         choices += [("sweep", 0.5), ("tick", 1.0)]
+        if self.settings.overlaps:
+            choices.append(("overlap", self.settings.overlaps))
         action = self.rng.choices([c for c, _ in choices], [w for _, w in choices])[0]
         self.steps.append(f"t={self.now - 1_800_000_000.0:.1f} {action}")
         if action == "start":
@@ -457,6 +369,10 @@ class _Simulation:
             self.redrive_some(2 if action.endswith("twice") else 1)
         elif action == "sweep":
             self.sweep()
+        elif action == "stop the run":
+            self.stop_run()
+        elif action == "overlap":
+            self.overlap()
         else:
             self.now += self.rng.choice([0.0, 0.5, 2.0, 10.0])
         return True
@@ -490,11 +406,34 @@ class _Simulation:
 
     def check(self) -> list[str]:
         problems = [f"over a limit: {what}" for what in self.plan.oversized]
-        for task in self.tasks:
-            problems += [f"{task}: {p}" for p in self.check_task(task)]
+        if self.fetched_at_cancel is not None:
+            problems += self.check_stopped()
+        else:
+            for task in self.tasks:
+                problems += [f"{task}: {p}" for p in self.check_task(task)]
         for queue in (self.fetch, self.parse):
             if queue.waiting():
                 problems.append(f"{queue.name} queue not empty")
+        return problems
+
+    def check_stopped(self) -> list[str]:
+        """A stopped run: nothing fetched after the stop; each task either ended before it or
+        is cancelled, with nothing left behind."""
+        assert self.fetched_at_cancel is not None
+        problems = []
+        if (fetched := sum(self.fetcher.fetches.values())) > self.fetched_at_cancel:
+            problems.append(f"{fetched - self.fetched_at_cancel} fetch(es) after the run stopped")
+        for task in self.tasks:
+            record = self.table.get(task_key(RUN, task)) or {}
+            if record.get("status") not in (None, "succeeded", "cancelled"):
+                problems.append(f"{task}: status {record.get('status')!r} after the stop")
+            for shard in range(self.settings.config.shards):
+                if self.table.query(backlog_pk(RUN, task, shard)):
+                    problems.append(f"{task}: backlog of shard {shard} not empty")
+            problems += [f"{task}: {p}" for p in self.tokens.problems.get(task, [])]
+            problems += [
+                f"{task}: {p}" for p in self.check_items(task, int(record.get("items", 0)))
+            ]
         return problems
 
     def check_task(self, task: str) -> list[str]:
@@ -506,7 +445,9 @@ class _Simulation:
         if claimed != finished:
             problems.append(f"claimed {claimed} != finished {finished}")
         pending = [
-            fp for fp, s in url_states(self.table, RUN, task).items() if s == UrlState.PENDING
+            fp
+            for fp, s in url_states(self.table, RUN, task, self.blobs).items()
+            if s == UrlState.PENDING
         ]
         if pending:
             problems.append(f"{len(pending)} URL(s) never ended")
@@ -515,18 +456,33 @@ class _Simulation:
         answers = [a for a in self.tokens.answers if a.token == f"token-{task}"]
         if [a.kind for a in answers] != ["success"]:
             problems.append(f"task answered {[a.kind for a in answers]}")
-        items = list(iter_task_items(self.blobs, self.pipeline.name, RUN, task))
-        urls = [str(i.get("_url")) for i in items]
-        if len(items) != int(record.get("items", 0)):
-            problems.append(f"items read back {len(items)} != counted {record.get('items')}")
-        if len(set(urls)) != len(urls):
-            problems.append(f"an item twice: {sorted(u for u in set(urls) if urls.count(u) > 1)}")
+        problems += self.tokens.problems.get(task, [])
+        problems += self.check_items(task, int(record.get("items", 0)))
         for shard in range(self.settings.config.shards):
             if self.table.query(backlog_pk(RUN, task, shard)):
                 problems.append(f"backlog of shard {shard} not empty")
         for queue in (self.fetch, self.parse):
             if queue.dead and pending:
                 problems.append(f"{len(queue.dead)} message(s) in the {queue.name} DLQ unrecorded")
+        return problems
+
+    def check_items(self, task: str, counted: int) -> list[str]:
+        """The task's items read back equal ``counted``, none twice, each page's from one
+        fetch (a product's fetches differ in how many items it holds)."""
+        items = list(iter_task_items(self.table, self.blobs, self.pipeline.name, RUN, task))
+        problems = []
+        if len(items) != counted:
+            problems.append(f"items read back {len(items)} != counted {counted}")
+        idents = [(str(i.get("_url")), int(i.get("_n", 0))) for i in items]
+        if len(set(idents)) != len(idents):
+            twice = sorted(i for i in set(idents) if idents.count(i) > 1)
+            problems.append(f"an item twice: {twice}")
+        fetches: dict[str, list[str]] = {}  # per product: which fetch each item came from
+        for item in items:
+            fetches.setdefault(str(item.get("_url")), []).append(str(item["title"]).split("/")[-1])
+        for url, of in sorted(fetches.items()):
+            if len(set(of)) != 1 or len(of) != int(of[0]):
+                problems.append(f"the items of {url} mix fetches: {of}")
         return problems
 
     def close(self) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from aws_cdk.assertions import Match
-from infra.access import BODIES, ITEMS, QUARANTINE, load_prefix_pattern
+from infra.access import BODIES, ITEMS, LOG_SPILLS, QUARANTINE, load_prefix_pattern
 from infra.bundling import library_layer_hash, runtime_requirements
 from infra.functions import DISPATCH, FETCH, PARSE, SWEEP_RATE, SWEEPER
 from infra.layers import LIBRARY_DIR, PIPELINES_MOUNT, PYPROJECT
@@ -150,9 +150,13 @@ def test_one_private_encrypted_bucket_expiring_bodies(default) -> None:
         True,
     )
     bodies = [r for r in props["LifecycleConfiguration"]["Rules"] if r.get("Prefix") == "bodies/"]
-    assert bodies == [
-        {"Id": "expire-raw-bodies", "Prefix": "bodies/", "ExpirationInDays": 7, "Status": "Enabled"}
-    ]
+    rule = {"Id": "expire-raw-bodies", "Prefix": "bodies/", "Status": "Enabled"}
+    assert bodies == [{**rule, "ExpirationInDays": 19}]
+    # A parse message naming a body may wait 14 days in the DLQ (from when it was first sent:
+    # a standard queue keeps the enqueue time) and, moved back, 4 in its queue (issue 24, 9).
+    queues = default.template.find_resources("AWS::SQS::Queue")
+    kept = [q["Properties"]["MessageRetentionPeriod"] / 86400 for q in queues.values()]
+    assert bodies[0]["ExpirationInDays"] > max(kept) + min(kept) == 14 + 4
     assert BODIES == "bodies/*"  # the layout the rule and the grants assume
     assert bucket["DeletionPolicy"] == "Retain"
     default.template.has_resource_properties(
@@ -190,6 +194,7 @@ def test_queue_with_dlq_encryption_tls_and_visibility(default, queue: str, consu
             "deadLetterTargetArn": {"Fn::GetAtt": [dlq_id, "Arn"]},
             "maxReceiveCount": 5,
         },
+        "MessageRetentionPeriod": 4 * 86400,
         "SqsManagedSseEnabled": True,
         "VisibilityTimeout": 6 * int(consumer.timeout.to_seconds()),
     }
@@ -498,9 +503,11 @@ def test_dispatch_grants(default) -> None:
     fetch = default.logical_id(stack.queues.fetch.queue)
     parse = default.logical_id(stack.queues.parse.queue)
     control = default.logical_id(stack.queues.control.queue)
-    # Bucket: only the ETL prefixes (items, quarantine, the S3 load targets' exports).
+    # Bucket: only the ETL prefixes (items, quarantine, the S3 load targets' exports) and the
+    # task logs' spilled payloads (it seeds).
     objects = {r for a, r in pairs if a.startswith("s3:") and r.startswith(f"<{bucket}.Arn>/")}
-    assert objects == {f"<{bucket}.Arn>/{p}" for p in (ITEMS, QUARANTINE, "exports/*")}
+    prefixes = (ITEMS, QUARANTINE, LOG_SPILLS, "exports/*")
+    assert objects == {f"<{bucket}.Arn>/{p}" for p in prefixes}
     for action in ("s3:GetObject*", "s3:PutObject", "s3:DeleteObject*", "s3:List*"):
         assert (action, f"<{bucket}.Arn>/items/*") in pairs
     assert not any(BODIES in r for _, r in pairs)
@@ -555,8 +562,12 @@ def test_parse_reads_bodies_and_writes_items_and_archives_only(default) -> None:
     bucket = default.logical_id(stack.storage.bucket)
     bodies, items = f"<{bucket}.Arn>/bodies/*", f"<{bucket}.Arn>/items/*"
     archives = f"<{bucket}.Arn>/archive/*"  # archive: warc (stepcrawl/archive)
+    spills = f"<{bucket}.Arn>/log/*"  # task log payloads too big for an item
     objects = {(a, r) for a, r in pairs if a.startswith("s3:") and r != f"<{bucket}.Arn>"}
-    assert {r for _, r in objects} == {bodies, items, archives}
+    assert {r for _, r in objects} == {bodies, items, archives, spills}
+    assert ("s3:PutObject", spills) in objects
+    assert ("s3:GetObject*", spills) in objects
+    assert ("s3:DeleteObject*", spills) not in objects
     assert ("s3:PutObject", archives) in objects
     writes = ("s3:PutObject", "s3:Abort")  # no reading or deleting of archives
     assert all(a.startswith(writes) for a, r in objects if r == archives)
@@ -600,7 +611,11 @@ def test_sweeper_feeds_and_answers_tokens_only(default) -> None:
         f"<{control}.Arn>",
         *render,
     }
-    assert not any(a.startswith("s3:") for a, _ in pairs)
+    # S3: the task logs' spilled payloads only (its cost guard's drain appends to a log).
+    bucket = default.logical_id(stack.storage.bucket)
+    s3 = {(a, r) for a, r in pairs if a.startswith("s3:") and r != f"<{bucket}.Arn>"}
+    assert {r for _, r in s3} == {f"<{bucket}.Arn>/log/*"}
+    assert not any(a.startswith("s3:Delete") for a, _ in s3)
     assert {a for a, _ in pairs if a.startswith("states:")} == {
         "states:SendTaskSuccess",
         "states:SendTaskFailure",
@@ -769,7 +784,7 @@ def test_variant_without_run_lock_gets_no_table_or_execution_rights(variant) -> 
 
 
 def test_variant_load_prefix_starting_with_a_placeholder_covers_the_bucket(variant) -> None:
-    assert variant.stack.access.dispatch_patterns == ["*", ITEMS, QUARANTINE]
+    assert variant.stack.access.dispatch_patterns == ["*", ITEMS, LOG_SPILLS, QUARANTINE]
     bucket = variant.logical_id(variant.stack.storage.bucket)
     pairs = allowed(variant, role_of(variant, variant.stack.workers.dispatch))
     assert ("s3:PutObject", f"<{bucket}.Arn>/*") in pairs

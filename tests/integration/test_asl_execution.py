@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from typing import Any
 
 import pytest
 
@@ -208,22 +209,33 @@ def test_stale_lock_of_a_dead_run_is_taken_over(sfn_env: StepFunctionsEnv) -> No
     assert sfn_env.lock_item("stale") is None
 
 
+@pytest.mark.parametrize("held", ["before-its-environment", "before-its-program"])
 def test_a_run_stopped_right_after_its_start_is_aborted(
-    sfn_env: StepFunctionsEnv, monkeypatch: pytest.MonkeyPatch
+    sfn_env: StepFunctionsEnv, monkeypatch: pytest.MonkeyPatch, held: str
 ) -> None:
     """AWS stops an execution as soon as StartExecution returned; moto's worker thread makes
-    the execution's environment later (held here, so the stop comes first every time)."""
+    the execution's environment, then starts its program, later (held here at either point,
+    so the stop comes first every time; unpatched, the first answers 500 and the second
+    ignores the stop and runs to success)."""
+    from moto.stepfunctions.parser.asl.component.program.program import (  # noqa: PLC0415
+        Program,
+    )
     from moto.stepfunctions.parser.backend.execution_worker import (  # noqa: PLC0415
         ExecutionWorker,
     )
 
-    logic = ExecutionWorker._execution_logic
+    owner, name = (
+        (ExecutionWorker, "_execution_logic")
+        if held == "before-its-environment"
+        else (Program, "eval")
+    )
+    original = getattr(owner, name)
 
-    def late(self: ExecutionWorker) -> None:
+    def late(*args: Any) -> None:
         time.sleep(0.3)
-        logic(self)
+        original(*args)
 
-    monkeypatch.setattr(ExecutionWorker, "_execution_logic", late)
+    monkeypatch.setattr(owner, name, late)
     machine = sfn_env.deploy(dag_pipeline("stopped", {"a": []}))
     arn = sfn_env.start(machine, "soon")
     sfn_env.sfn.stop_execution(executionArn=arn, error="Stepcrawl.Cancelled", cause="test")

@@ -108,7 +108,9 @@ def crawl(
         deliver=chaos.deliver,
     ) as runner:
         runner.run()
-    items = list(iter_task_items(runner.blobs, pipeline.name, runner.run_id, "crawl_shop"))
+    items = list(
+        iter_task_items(runner.table, runner.blobs, pipeline.name, runner.run_id, "crawl_shop")
+    )
     states = url_states(runner.table, runner.run_id, "crawl_shop")
     return {"items": items, "answers": runner.tokens.answers, "states": states}
 
@@ -228,7 +230,9 @@ def test_a_crawl_seeded_from_the_items_of_another(site: DemoSite) -> None:
     )
     with MemoryRunner(pipeline, config=CONFIG) as runner:
         assert runner.run() == ["listings", "crawl_shop"]
-    items = list(iter_task_items(runner.blobs, pipeline.name, runner.run_id, "crawl_shop"))
+    items = list(
+        iter_task_items(runner.table, runner.blobs, pipeline.name, runner.run_id, "crawl_shop")
+    )
     expected = ShopModel().expected_items()
     assert sorted(i["sku"] for i in items) == sorted(e["sku"] for e in expected)
     assert all(i["_url"].split("/")[-2] == "product" for i in items)

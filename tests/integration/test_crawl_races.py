@@ -79,7 +79,7 @@ def test_a_page_fetched_twice_with_different_links_is_counted_once(rotating: str
         assert runner.run() == ["crawl"], runner.tokens.answers
     (answer,) = runner.tokens.answers
     assert answer.output["pages"] == 4, "the home page and the three links it was recorded with"
-    items = list(iter_task_items(runner.blobs, pipeline.name, runner.run_id, "crawl"))
+    items = list(iter_task_items(runner.table, runner.blobs, pipeline.name, runner.run_id, "crawl"))
     assert len(items) == 3
     assert len({i["_url"] for i in items}) == 3
     pending = [i for i in runner.table.items.values() if i.get("state") == "pending"]

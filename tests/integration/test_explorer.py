@@ -1,7 +1,8 @@
 """The engine under every interleaving the simulation explorer schedules (issue 24).
 
 A fixed number of seeded schedules in CI (``EXPLORE_SCHEDULES`` with one task, half as many
-with two tasks sharing a small window; about 40 s), many more with
+with two tasks sharing a small window, a fifth with overlapping invocations; about 60 s),
+many more with
 ``pytest tests/integration/test_explorer.py --explore-schedules 20000 [--explore-from N]``.
 Each schedule is a crawl of a small generated site with duplicates, crashes between storage
 writes, redeliveries, re-drives (two in one second too) and a redelivered start; a failing
@@ -16,19 +17,42 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from tests.helpers.explorer import ExplorerSettings, SimSite, explore
+from tests.helpers.explorer import (
+    LOG_ENTRY_BYTES,
+    LOG_ENTRY_OVERHEAD,
+    ExplorerSettings,
+    SimSite,
+    explore,
+)
 
-from stepcrawl.crawl import failures
+from stepcrawl.crawl import failures, frontier
 from stepcrawl.crawl.context import CrawlConfig
 from stepcrawl.crawl.messages import UrlRef
 
+#: Overlapping invocations over 21 seeds in parts of ~7 URLs, a window of 3.
+OVERLAPPING = ExplorerSettings(
+    overlaps=1.5,
+    extra_seeds=20,
+    config=CrawlConfig(
+        shards=1,
+        window=3,
+        lease_seconds=30.0,
+        log_entry_bytes=LOG_ENTRY_BYTES,
+        backlog_chunk_bytes=400,
+    ),
+)
 #: The configurations explored: one task; two tasks sharing a window of two (a share of one
-#: each, where one phantom once held a task for good: defect 3).
+#: each, where one phantom once held a task for good: defect 3); overlapping invocations.
 SETTINGS = {
     "one task": ExplorerSettings(),
     "two tasks, a window of 2": ExplorerSettings(
-        tasks=2, config=CrawlConfig(shards=2, window=2, lease_seconds=30.0)
+        tasks=2,
+        config=CrawlConfig(shards=2, window=2, lease_seconds=30.0, log_entry_bytes=LOG_ENTRY_BYTES),
     ),
+    # Invocations that overlap call by call (tests/helpers/interleaving.py), over a seed chunk
+    # of several parts, each larger than the window: where a redelivered start re-splitting
+    # the chunk raced a feed (defect 4).
+    "overlapping invocations": OVERLAPPING,
 }
 
 
@@ -38,7 +62,7 @@ def test_every_schedule_ends_every_url_once(request: pytest.FixtureRequest, name
     count = int(request.config.getoption("--explore-schedules"))
     first = int(request.config.getoption("--explore-from"))
     if name != "one task":
-        count = max(1, count // 2)  # twice the work per schedule
+        count = max(1, count // (2 if name.startswith("two") else 5))  # more work a schedule
     logging.disable(logging.WARNING)  # the stages log each failed page and crash
     try:
         failing = [
@@ -72,3 +96,40 @@ def test_the_explorer_finds_a_defect_put_back(monkeypatch: pytest.MonkeyPatch) -
         logging.disable(logging.NOTSET)
     assert found, "the explorer found nothing"
     assert any("never ended" in p for o in found for p in o.problems), found[0].describe()
+
+
+def test_the_explorer_finds_log_entries_over_the_item_limit_without_spilling() -> None:
+    """As before the fix of defect 5 (issue 24): an engine whose entries never spill their
+    payload to a blob, checked against the explorer's scaled-down limit, must be found over
+    it."""
+    settings = ExplorerSettings(
+        config=CrawlConfig(shards=2, window=8, lease_seconds=30.0, log_entry_bytes=350_000),
+        log_entry_limit=LOG_ENTRY_BYTES + LOG_ENTRY_OVERHEAD,
+    )
+    logging.disable(logging.WARNING)
+    try:
+        found = [p for seed in range(30) for p in explore(seed, SimSite(), settings).problems]
+    finally:
+        logging.disable(logging.NOTSET)
+    assert any("over a limit: log entry" in p for p in found), found
+
+
+def test_the_explorer_finds_defect_4_put_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A feeder's rewrite and delete of a backlog chunk unconditional, as before the fix of
+    defect 4: overlapping a redelivered start that re-splits the seed chunk, the feeder writes
+    back what it read and the seeds that moved are lost; the explorer must find it."""
+    monkeypatch.setattr(frontier, "_unchanged", lambda chunk: None)
+    logging.disable(logging.WARNING)
+    try:
+        found = next(
+            (
+                o
+                for o in (explore(seed, SimSite(), OVERLAPPING) for seed in range(150))
+                if o.problems
+            ),
+            None,
+        )
+    finally:
+        logging.disable(logging.NOTSET)
+    assert found is not None, "the explorer found nothing in 150 schedules"
+    assert any("never ended" in p for p in found.problems), found.describe()

@@ -990,3 +990,24 @@ def test_unpatched_moto_sqs_loses_a_send_and_undoes_a_delete(
         visible, in_flight = _delete_overlapping_a_delete_and_a_send(sqs, url)
     assert visible == set()  # "late" is gone
     assert in_flight == 5  # m1..m5: the second delete was undone
+
+
+def test_a_state_ending_after_the_stop_does_not_kill_its_branch() -> None:
+    """A state that ends after StopExecution sets its successor on a stopped program: moto
+    raised there, in the thread of a Parallel's branch, and the execution stayed RUNNING for
+    good; AWS ends it ABORTED. Patched, the successor is ignored."""
+    from moto.stepfunctions.parser.asl.eval.environment import Environment  # noqa: PLC0415
+    from moto.stepfunctions.parser.asl.eval.program_state import (  # noqa: PLC0415
+        ProgramRunning,
+        ProgramStopped,
+    )
+
+    apply_moto_patches()
+    env = object.__new__(Environment)  # only its program state matters here
+    env._program_state = ProgramRunning()
+    env.next_state_name = "b"
+    assert env.next_state_name == "b"
+    env._program_state = ProgramStopped(stop_date=0, cause="test", error="Stepcrawl.Cancelled")
+    env.next_state_name = "c"  # unpatched: RuntimeError("Could not set NextState value ...")
+    assert isinstance(env._program_state, ProgramStopped)
+    assert env.next_state_name is None

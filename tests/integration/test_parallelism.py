@@ -90,7 +90,9 @@ def assert_both_succeeded_once(runner: MemoryRunner) -> None:
     answers = {a.token: a for a in runner.tokens.answers}
     for task in (CRAWL_TASK, OTHER):
         assert answers[runner.token(task)].kind == "success", task
-        items = list(iter_task_items(runner.blobs, runner.pipeline.name, runner.run_id, task))
+        items = list(
+            iter_task_items(runner.table, runner.blobs, runner.pipeline.name, runner.run_id, task)
+        )
         assert sorted(i["sku"] for i in items) == sorted(e["sku"] for e in MODEL.expected_items())
     queue = read_queue(runner.table, runner.run_id)
     assert queue.used == 0

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 from stepcrawl.crawl import frontier
 from stepcrawl.crawl.context import CrawlConfig, CrawlServices, StaticRegistry
 from stepcrawl.crawl.frontier import chunk_entries, enqueue
@@ -44,8 +42,7 @@ class RaceAfterRead:
         return found
 
 
-def test_a_redelivered_start_during_a_feed_loses_no_seed(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(frontier, "CHUNK_BYTES", 200)  # ~5 seeds a part
+def test_a_redelivered_start_during_a_feed_loses_no_seed() -> None:
     pipeline = Pipeline.model_validate(
         {"name": "p", "tasks": [{"id": TASK, "type": "crawl", "seeds": SEEDS}]}
     )
@@ -58,7 +55,8 @@ def test_a_redelivered_start_during_a_feed_loses_no_seed(monkeypatch: pytest.Mon
         blobs=MemoryBlobStore(),
         tokens=MemoryTokens(),
         registry=StaticRegistry([pipeline]),
-        config=CrawlConfig(shards=1, window=3),  # the feed sends 3 and rewrites the rest
+        # The feed sends 3 and rewrites the rest; ~5 seeds a part.
+        config=CrawlConfig(shards=1, window=3, backlog_chunk_bytes=200),
     )
     refs = [UrlRef(url=url) for url in SEEDS]
     enqueue(services, RUN, TASK, refs, "seed")

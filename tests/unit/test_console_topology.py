@@ -39,7 +39,7 @@ from stepcrawl.keys import (
 from stepcrawl.local.report import percentiles
 from stepcrawl.names import OUTPUT_CONTROL_QUEUE_URL
 from stepcrawl.pipeline import CrawlTask, Pipeline, TransformTask, load_pipeline
-from stepcrawl.storage import MemoryTable
+from stepcrawl.storage import MemoryBlobStore, MemoryTable
 from stepcrawl.storage.table import Item, Key
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -135,6 +135,7 @@ class FakeDeployment:
         definition = compile_pipeline(pipeline)
         self.definitions = tasks_of_definition(definition)
         self.table = CountingTable()
+        self.blobs = MemoryBlobStore()  # spilled log payloads (none in these tests)
         self.sfn = FakeSfn(definition)
         self.functions = FakeLambda({f"arn:https://sqs/{OUTPUT_CONTROL_QUEUE_URL}": 5})
         self.clients = {"stepfunctions": self.sfn, "sqs": FakeSqs(), "lambda": self.functions}

@@ -11,6 +11,7 @@ from stepcrawl.crawl.lambdas import POISON_AFTER, fetch_records
 from stepcrawl.crawl.messages import FetchMessage, ParseBundle, UrlRef
 from stepcrawl.fetch import FetchPolicy, FetchResult
 from stepcrawl.local import MemoryRunner
+from stepcrawl.names import MAX_RECEIVE_COUNT
 from stepcrawl.pipeline import Pipeline
 
 URLS = [f"https://shop.example/{n}" for n in ("a", "poison", "b")]
@@ -98,3 +99,65 @@ def test_a_message_that_keeps_failing_is_recorded_failed_before_the_dlq() -> Non
             loop.close()
         assert answer == {"batchItemFailures": []}
         assert sent_pages(runner) == {URLS[0]: "ok", URLS[1]: "internal_error", URLS[2]: "ok"}
+
+
+class Clock:
+    """The invocation's time left, moved on by each fetch (as a slow site would)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.left = seconds
+
+    def remaining_ms(self) -> int:
+        return int(self.left * 1000)
+
+
+class SlowPoisonFetcher(PoisonFetcher):
+    def __init__(self, clock: Clock, seconds: float) -> None:
+        self.clock, self.seconds = clock, seconds
+
+    async def fetch_many(
+        self, urls: Sequence[str], policy: FetchPolicy, concurrency: int
+    ) -> list[FetchResult]:
+        self.clock.left -= self.seconds
+        return await super().fetch_many(urls, policy, concurrency)
+
+
+def fetch_slowly(
+    runner: MemoryRunner, batch: list[Record], seconds: float
+) -> tuple[dict[str, object], Clock]:
+    """The batch fetched by an invocation with ``seconds`` left, each fetch taking 45 s."""
+    clock = Clock(seconds)
+    loop = asyncio.new_event_loop()
+    try:
+        fetcher = SlowPoisonFetcher(clock, 45.0)
+        return fetch_records(runner.services, fetcher, loop, batch, clock.remaining_ms), clock
+    finally:
+        loop.close()
+
+
+def test_the_one_by_one_retry_starts_a_try_only_with_time_for_it() -> None:
+    """Twenty slow messages against a 120 s timeout: Lambda would kill the invocation, and
+    return no partial response. Tries stop while time is left; the message on its last
+    receive before the DLQ goes first, and is recorded even when no try fits."""
+    with MemoryRunner(PIPELINE) as runner:
+        runner.start("crawl")
+        runner.fetch_queue.drain()
+        batch = records(runner, 1)
+        last = SimpleNamespace(ApproximateReceiveCount=str(MAX_RECEIVE_COUNT - 1))
+        batch[1] = Record(batch[1].messageId, batch[1].body, last)  # the poisoned one
+        answer, clock = fetch_slowly(runner, batch, 120.0)
+        # The batch took 45 s (75 s left): the poisoned one is tried first (30 s left), then
+        # no try of 40 s fits: the others come back untried, and the clock never ran out.
+        assert clock.left > 0
+        assert answer == {"batchItemFailures": [{"itemIdentifier": "m0"}, {"itemIdentifier": "m2"}]}
+        assert sent_pages(runner) == {URLS[1]: "internal_error"}
+
+
+def test_a_message_on_its_last_receive_is_recorded_when_no_try_fits() -> None:
+    with MemoryRunner(PIPELINE) as runner:
+        runner.start("crawl")
+        runner.fetch_queue.drain()
+        answer, clock = fetch_slowly(runner, records(runner, MAX_RECEIVE_COUNT - 1), 50.0)
+        assert clock.left == 5.0, "no try started after the batch"
+        assert answer == {"batchItemFailures": []}
+        assert set(sent_pages(runner).values()) == {"internal_error"}, "none reaches the DLQ"

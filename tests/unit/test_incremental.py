@@ -411,7 +411,7 @@ class CrashOnce:
 
 
 def items_of(runner: MemoryRunner) -> list[dict[str, Any]]:
-    return list(iter_task_items(runner.blobs, PIPELINE.name, "run-1", "crawl"))
+    return list(iter_task_items(runner.table, runner.blobs, PIPELINE.name, "run-1", "crawl"))
 
 
 def test_a_crash_before_the_state_write_loses_neither_state_nor_items() -> None:
@@ -549,14 +549,14 @@ def two_runs(
     config = CrawlConfig(shards=2, window=32)
     with MemoryRunner(pipeline, run_id="run-1", config=config, wrap=wrap, **extra) as runner:
         assert runner.run() == ["crawl"]
-        first = list(iter_task_items(runner.blobs, pipeline.name, "run-1", "crawl"))
+        first = list(iter_task_items(runner.table, runner.blobs, pipeline.name, "run-1", "crawl"))
         site.change("/p/2", "Product 2, cheaper")
         site.change("/p/5", "Product 5, renamed")
         site.delete("/p/6")
         site.forget()
         runner.run_id = "run-2"
         assert runner.run() == ["crawl"]
-        second = list(iter_task_items(runner.blobs, pipeline.name, "run-2", "crawl"))
+        second = list(iter_task_items(runner.table, runner.blobs, pipeline.name, "run-2", "crawl"))
         record = runner.table.get(task_key("run-2", "crawl"))
         assert record is not None
     return first, second, record

@@ -63,7 +63,8 @@ def test_the_bundles_of_one_invocation_share_one_items_part(runner: MemoryRunner
     parts = list(runner.blobs.list(items_prefix(PIPELINE.name, "run-1", "crawl") + "parts/"))
     assert len(parts) == 1, "one S3 PUT for the invocation, not one per bundle"
     titles = sorted(
-        i["title"] for i in iter_task_items(runner.blobs, PIPELINE.name, "run-1", "crawl")
+        i["title"]
+        for i in iter_task_items(runner.table, runner.blobs, PIPELINE.name, "run-1", "crawl")
     )
     assert titles == SEEDS
     (answer,) = runner.tokens.answers
@@ -77,7 +78,8 @@ def test_a_bundle_that_fails_comes_back_alone(runner: MemoryRunner) -> None:
     assert isinstance(outcomes[1], Exception)
     assert outcomes[2] == 1
     titles = sorted(
-        i["title"] for i in iter_task_items(runner.blobs, PIPELINE.name, "run-1", "crawl")
+        i["title"]
+        for i in iter_task_items(runner.table, runner.blobs, PIPELINE.name, "run-1", "crawl")
     )
     assert titles == [SEEDS[0], SEEDS[2]]
     # The same invocation again (as SQS redelivers it): nothing counted twice.

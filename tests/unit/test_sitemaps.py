@@ -440,7 +440,7 @@ def pipeline_of(
 def crawl_once(pipeline: Pipeline, **runner: Any) -> tuple[MemoryRunner, list[str], dict[str, Any]]:
     with MemoryRunner(pipeline, config=CrawlConfig(shards=2, window=32), **runner) as run:
         assert run.run() == ["c"]
-        items = list(iter_task_items(run.blobs, pipeline.name, run.run_id, "c"))
+        items = list(iter_task_items(run.table, run.blobs, pipeline.name, run.run_id, "c"))
         record = run.table.get(task_key(run.run_id, "c"))
         assert record is not None
     return run, sorted(str(i["title"]) for i in items), record

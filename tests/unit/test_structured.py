@@ -476,7 +476,7 @@ def test_a_crawl_extracts_json_ld_items_and_counts_the_skipped_script_once() -> 
         )
         with MemoryRunner(pipeline, config=CrawlConfig(shards=2, window=32)) as run:
             assert run.run() == ["c"]
-            items = list(iter_task_items(run.blobs, pipeline.name, run.run_id, "c"))
+            items = list(iter_task_items(run.table, run.blobs, pipeline.name, run.run_id, "c"))
             record = run.table.get(task_key(run.run_id, "c"))
             skipped = run.services.metric.total(METRIC_JSONLD_SKIPPED)  # type: ignore[attr-defined]
     got = sorted(({k: v for k, v in i.items() if not k.startswith("_")} for i in items), key=str)

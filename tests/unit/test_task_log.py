@@ -21,8 +21,10 @@ from stepcrawl.crawl.tasklog import (
     url_states,
 )
 from stepcrawl.crawl.tokens import MemoryTokens
+from stepcrawl.errors import FatalError
 from stepcrawl.keys import LOG_STRIPES, log_pk, task_key
 from stepcrawl.storage import MemoryBlobStore, MemoryQueue, MemoryTable
+from stepcrawl.storage.meter import item_size
 
 RUN, TASK = "r1", "crawl"
 HOME = "https://shop.example/"
@@ -62,7 +64,7 @@ def page(url: str, *links: str) -> PageCommit:
 def commit_bundle(
     s: CrawlServices, run: str, task: str, bundle_id: str, pages: list[PageCommit]
 ) -> list[PageCommit]:
-    (mine,) = commit_bundles(s, run, task, [BundleCommit(bundle_id, pages)])
+    (mine,) = commit_bundles(s, run, task, [BundleCommit(bundle_id, pages)]).pages
     return mine
 
 
@@ -110,7 +112,7 @@ def test_a_redelivered_bundle_redoes_its_follow_ups_and_counts_nothing_more() ->
 def test_a_commit_that_loses_the_race_decides_again_against_the_newer_log() -> None:
     s = started()
     slow = services(s.table)
-    slow.task_logs.get(RUN, TASK).refresh(s.table)  # it has read the log as far as the seeds
+    slow.task_logs.get(RUN, TASK).refresh(s.table, s.blobs)  # it has read as far as the seeds
     commit_bundle(s, RUN, TASK, "fast", [page(HOME, HOME + "shared")])
     other = commit_bundle(slow, RUN, TASK, "slow", [page(HOME + "shared", HOME + "shared")])
     assert [p.ref.url for p in other] == [HOME + "shared"]
@@ -133,7 +135,7 @@ def test_a_task_that_is_over_takes_no_commit() -> None:
     s = started()
     s.table.update(task_key(RUN, TASK), set={"status": "succeeded"})
     assert commit_bundle(s, RUN, TASK, "late", [page(HOME, HOME + "a")]) == []
-    assert fingerprint(HOME) not in TaskLog(RUN, TASK).refresh(s.table).recorded
+    assert fingerprint(HOME) not in TaskLog(RUN, TASK).refresh(s.table, s.blobs).recorded
 
 
 def test_reports_read_each_page_once_even_after_a_redrive() -> None:
@@ -163,7 +165,7 @@ def test_bundles_of_one_invocation_share_an_entry_and_a_regrouped_redelivery_add
     s = started()
     b1 = BundleCommit("b1", [page(HOME, HOME + "a", HOME + "b")])
     b2 = BundleCommit("b2", [page(HOME + "x", HOME + "a", HOME + "c"), page(HOME, HOME + "d")])
-    first, second = commit_bundles(s, RUN, TASK, [b1, b2])
+    first, second = commit_bundles(s, RUN, TASK, [b1, b2]).pages
     assert [(p.ref.url, [c.url for c in p.children]) for p in first] == [
         (HOME, [HOME + "a", HOME + "b"])
     ]
@@ -171,19 +173,22 @@ def test_bundles_of_one_invocation_share_an_entry_and_a_regrouped_redelivery_add
     assert [(p.ref.url, [c.url for c in p.children]) for p in second] == [
         (HOME + "x", [HOME + "c"])
     ]
-    log = TaskLog(RUN, TASK).refresh(s.table)
+    log = TaskLog(RUN, TASK).refresh(s.table, s.blobs)
     assert log.seq == 2, "the seeds and one entry for both bundles"
     assert log.commits["b1"] is log.commits["b2"]
     before = record(s)
     assert (before["finished"], before["claimed"]) == (2, 4), "the seed, a, b, c"
-    # SQS brings b2 back alone (another container): it finds its entry and redoes its part.
-    (again,) = commit_bundles(
+    # SQS brings b2 back alone (another container): it finds its entry and redoes the
+    # follow-ups of its own pages only: its copy of HOME is not the one b1 recorded.
+    redelivered = commit_bundles(
         services(s.table),
         RUN,
         TASK,
         [BundleCommit("b2", [page(HOME + "x", HOME + "a", HOME + "c"), page(HOME, HOME + "d")])],
     )
-    assert [p.ref.url for p in again] == [HOME + "x", HOME]
+    assert not redelivered.fresh, "a redelivery: its metrics were counted by the first"
+    (again,) = redelivered.pages
+    assert [p.ref.url for p in again] == [HOME + "x"]
     assert record(s) == before, "nothing counted twice"
 
 
@@ -195,10 +200,10 @@ def test_a_group_whose_first_bundle_was_committed_alone_commits_only_the_rest() 
         RUN,
         TASK,
         [BundleCommit("b1", [page(HOME, HOME + "a")]), BundleCommit("b2", [page(HOME + "a")])],
-    )
+    ).pages
     assert [p.ref.url for p in old] == [HOME]
     assert [p.ref.url for p in new] == [HOME + "a"]
-    log = TaskLog(RUN, TASK).refresh(s.table)
+    log = TaskLog(RUN, TASK).refresh(s.table, s.blobs)
     assert log.commits["b2"].by == "b2", "b1 is not named again by the newer entry"
     assert (record(s)["finished"], record(s)["claimed"]) == (2, 2)
 
@@ -213,9 +218,9 @@ def test_the_log_is_spread_over_its_stripes_and_read_back_in_order() -> None:
     assert sum(sizes) == 2 + len(urls)
     assert max(sizes) - min(sizes) <= 1, "sequences go round the stripes"
     late = TaskLog(RUN, TASK)
-    late.refresh(s.table)
+    late.refresh(s.table, s.blobs)
     assert late.seq == 2 + len(urls)
-    assert late.recorded == TaskLog(RUN, TASK).refresh(s.table).recorded
+    assert late.recorded == TaskLog(RUN, TASK).refresh(s.table, s.blobs).recorded
     assert set(url_states(s.table, RUN, TASK).values()) == {"done"}
 
 
@@ -233,9 +238,29 @@ def test_a_container_far_behind_catches_up_in_few_reads_and_then_reads_little() 
         return real(keys, consistent=consistent)
 
     table.batch_get = counting  # type: ignore[method-assign]
-    log = TaskLog(RUN, TASK).refresh(table)
+    log = TaskLog(RUN, TASK).refresh(table, s.blobs)
     assert log.seq == 201
     assert len(calls) <= 9, f"doubling rounds, not one read per entry: {calls}"
     calls.clear()
-    log.refresh(table)
+    log.refresh(table, s.blobs)
     assert calls == [8], "the next refresh asks for a few, not for as many as it caught up"
+
+
+def test_an_entry_too_big_for_an_item_spills_its_payload_to_a_blob() -> None:
+    """A page of 60,000 links (a sitemap's 50,000 is enough) admits 480 KB of fingerprints:
+    over DynamoDB's 400 KB item limit (issue 24, defect 5). The entry names a blob instead."""
+    s = started(max_pages=100_000)
+    links = [f"{HOME}p{n}" for n in range(60_000)]
+    (mine,) = commit_bundles(s, RUN, TASK, [BundleCommit("big", [page(HOME, *links)])]).pages
+    assert len(mine[0].children) == 60_000
+    (entry,) = [i for i in s.table.query(log_pk(RUN, TASK, 2)) if i["b"] == "big"]
+    assert "adm" not in entry
+    assert item_size(entry) < 1000, "the entry is small; its payload is in the blob"
+    assert entry["x"].startswith(f"log/{RUN}/{TASK}/")
+    fresh = TaskLog(RUN, TASK).refresh(s.table, s.blobs)  # a cold container
+    assert len(fresh.seen) == 60_001
+    assert fresh.recorded == {fingerprint(HOME): "big"}
+    assert list(url_states(s.table, RUN, TASK, s.blobs).values()).count("pending") == 60_000
+    assert record(s)["claimed"] == 60_001
+    with pytest.raises(FatalError, match="spilled"):
+        url_states(s.table, RUN, TASK)  # a reader must be given the blob store

@@ -8,7 +8,7 @@ rules, its items decorated as the parse stage does (``_url``, ``_task``, ``_fetc
 ``_n``). ``_url`` is the record's ``Stepcrawl-URL`` (the frontier's URL) or else its
 ``WARC-Target-URI``; ``_fetched_at`` is its ``WARC-Date``. Records stepcrawl marked as
 sitemaps or robots.txt are skipped. A URL archived twice yields its items once (the first
-record, as the readers of item parts keep the first copy). Links are not followed: replay
+record, as the task log records a page once). Links are not followed: replay
 re-extracts what was archived, it does not crawl.
 """
 

@@ -120,7 +120,7 @@ class ConsoleServer:
         assert isinstance(store, FileStore)
         while not self.stopping.wait(self._watch_every):
             try:
-                store.scan()
+                store.scan(settled_only=True)
             except Exception:  # a watcher that dies silently would be worse than a log line
                 logger.exception("console: scanning %s failed", store.directory)
 

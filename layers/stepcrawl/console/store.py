@@ -21,6 +21,7 @@ import json
 import os
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
@@ -50,6 +51,8 @@ __all__ = [
 HISTORY_DIR = Path(".stepcrawl") / "history"
 #: Versions kept per pipeline: enough to compare and restore a working day's edits.
 HISTORY_LIMIT = 200
+#: A file whose last change is this recent is read by the next scan, not this one.
+_SETTLING_SECONDS = 0.25
 
 
 def version_of(text: str) -> str:
@@ -257,10 +260,16 @@ class FileStore:
         path = self._history / current.file / f"{version}.yaml"
         return path.read_text(encoding="utf-8") if path.exists() else None
 
-    def scan(self) -> None:
-        """Record every file's current version: how changes made on disk are noticed."""
+    def scan(self, *, settled_only: bool = False) -> None:
+        """Record every file's current version: how changes made on disk are noticed. With
+        ``settled_only`` (a watcher that scans again soon), a file changed in the last moment
+        is left to the next scan: a writer that truncates and then writes
+        (``Path.write_text``, many editors) would otherwise be seen half-way, empty."""
         for name in self.names():
             with contextlib.suppress(OSError, ConfigError):
+                age = time.time() - self._files.path(name).stat().st_mtime
+                if settled_only and age < _SETTLING_SECONDS:
+                    continue
                 self.get(name)
 
     # -- writing -------------------------------------------------------------------------------

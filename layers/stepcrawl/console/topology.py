@@ -92,7 +92,7 @@ from stepcrawl.names import (
     OUTPUT_PARSE_QUEUE_URL,
 )
 from stepcrawl.scaling.policy import FETCH, PARSE
-from stepcrawl.storage import Table
+from stepcrawl.storage import BlobStore, Table
 
 __all__ = [
     "DEFAULT_METRICS",
@@ -285,13 +285,15 @@ class _LogCursor:
     retries: int = 0
     failed_retries: dict[int, int] = field(default_factory=dict)
 
-    def read(self, table: Table, run: str, task: str, rounds: int) -> bool:
+    def read(
+        self, table: Table, run: str, task: str, rounds: int, blobs: BlobStore | None = None
+    ) -> bool:
         """Apply the entries appended since the last read; whether the end was reached
         (``False``: the round budget ran out first, the next probe reads on)."""
         found = 0
         for _ in range(rounds):
             ask = max(1, min(_MAX_KEYS, self.ask))
-            deltas = next_deltas(table, run, task, self.seq, ask, consistent=False)
+            deltas = next_deltas(table, run, task, self.seq, ask, consistent=False, blobs=blobs)
             for delta in deltas:
                 self.apply(delta)
             applied = len(deltas)
@@ -478,7 +480,9 @@ class TopologyProbe:
         signature = _signature(task)
         if crawl.log_settled == signature:
             return
-        at_end = crawl.log.read(self.deployment.table, run, task.id, self.log_rounds)
+        at_end = crawl.log.read(
+            self.deployment.table, run, task.id, self.log_rounds, self.deployment.blobs
+        )
         crawl.log_settled = signature if at_end and task.state in _ENDED else None
 
     def _read_hosts(self, run: str, task: TaskStatus, crawl: _Crawl) -> None:

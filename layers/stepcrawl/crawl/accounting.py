@@ -21,9 +21,10 @@ from stepcrawl.crawl.commit import PageCommit
 from stepcrawl.crawl.context import CrawlServices
 from stepcrawl.crawl.frontier import clear_backlog
 from stepcrawl.crawl.states import TaskState
+from stepcrawl.crawl.stopping import RUN_STOPPED_CAUSE, cancel_task
 from stepcrawl.crawl.tasklog import Delta, fingerprint
 from stepcrawl.extract.urls import url_host
-from stepcrawl.keys import failure_key, log_key, running_key, task_key
+from stepcrawl.keys import failure_key, log_key, running_key, slots_key, task_key
 from stepcrawl.names import TOO_MANY_FAILURES_ERROR
 from stepcrawl.storage import All, Cond, TransactionConflict, Usage, Write
 
@@ -93,10 +94,14 @@ def create_task_record(
                     item=seed_delta.item(run, task, 1, services.clock()),
                     condition=Cond("pk", "not_exists"),
                 ),
+                # A stopped run starts nothing (crawl/stopping.py), however late its start.
+                Write("check", slots_key(run), condition=Cond("stopped", "not_exists")),
             ]
         )
         created = True
-    except TransactionConflict:
+    except TransactionConflict as conflict:
+        if 2 in conflict.failed:
+            return False  # no record: the caller starts nothing
         created = False
     # Written every time: a crash may have left it out.
     mark_running(services, run=run, task=task, pipeline=pipeline, version=version)
@@ -142,13 +147,22 @@ def maybe_finish(services: CrawlServices, run: str, task: str, max_error_ratio: 
     """
     key = task_key(run, task)
     record = services.table.get(key, consistent=True)
+    if record is not None and record.get("status") == TaskState.CANCELLED:
+        # A redelivered bundle committed before the stop queued its links again: its run
+        # stopped, nobody feeds them, so they go (crawl/stopping.py).
+        clear_backlog(services, run, task)
+        return False
     if record is None or record.get("status") not in (TaskState.RUNNING, TaskState.FINISHING):
         return False
     now = services.clock()
     if record["status"] == TaskState.RUNNING:
         if record["claimed"] != record["finished"]:
             if now - float(record.get("heartbeat_at", 0)) >= services.config.heartbeat_every:
-                services.tokens.heartbeat(record["token"])
+                alive = services.tokens.heartbeat(record["token"])
+                # A task re-driven after it answered has no live token, by design.
+                if not alive and "finished_at" not in record:
+                    cancel_task(services, run, task, RUN_STOPPED_CAUSE)
+                    return False
                 services.table.update(key, set={"heartbeat_at": now})
             return False
         won = services.table.update(

@@ -218,7 +218,13 @@ def admit(services: CrawlServices, run: str, entry: AdmissionEntry, limit: int) 
                     "update",
                     slots_key(run),
                     add={"used": 1},
-                    condition=AnyOf((Cond("used", "not_exists"), Cond("used", "lt", limit))),
+                    # A stopped run admits nothing more (crawl/stopping.py).
+                    condition=All(
+                        (
+                            AnyOf((Cond("used", "not_exists"), Cond("used", "lt", limit))),
+                            Cond("stopped", "not_exists"),
+                        )
+                    ),
                 ),
             ]
         )
@@ -351,7 +357,7 @@ def settle_run(services: CrawlServices, run: str, start: Starter) -> SettleRepor
     for entry in admitted:
         if entry.crawl:
             record = records.get(task_key(run, entry.task))
-            ended = (TaskState.SUCCEEDED, TaskState.FAILED)
+            ended = (TaskState.SUCCEEDED, TaskState.FAILED, TaskState.CANCELLED)
             if record is not None and record.get("status") in ended:
                 # Answered; its finisher died before giving the slot back.
                 if release(services, run, entry.task):
@@ -377,12 +383,21 @@ def _heartbeat(services: CrawlServices, run: str, queue: RunQueue, now: float) -
             continue
         if now - entry.heartbeat_at < services.config.heartbeat_every:
             continue
-        services.tokens.heartbeat(entry.message.task_token)
-        services.table.update(
-            admission_key(run, entry.task),
-            set={"heartbeat_at": now},
-            condition=Cond("state", "ne", AdmissionState.RELEASED),
-        )
+        if services.tokens.heartbeat(entry.message.task_token):
+            services.table.update(
+                admission_key(run, entry.task),
+                set={"heartbeat_at": now},
+                condition=Cond("state", "ne", AdmissionState.RELEASED),
+            )
+        elif entry.state == AdmissionState.WAITING:
+            # Its token is gone (the run stopped, or its task state timed out): it waits no more.
+            services.table.update(
+                admission_key(run, entry.task),
+                set={"state": AdmissionState.RELEASED, "released_at": now},
+                condition=Cond("state", "eq", AdmissionState.WAITING),
+            )
+        else:
+            release(services, run, entry.task)  # admitted, never started: its slot back
         sent += 1
     return sent
 

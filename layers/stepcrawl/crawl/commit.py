@@ -14,12 +14,16 @@ counters (condition: the task is running, and its page budget covers what is adm
 
 The main writer is a parse invocation (:func:`commit_bundles`): the bundles of one task it
 holds go into one entry, so a task's log and record take one write per invocation, not one per
-bundle (docs/performance.md, "How far one deployment goes"). Seeding, re-drives and the cost
-guard's drain append the same way.
+bundle (docs/performance.md, "How far one deployment goes"). Its items are written first, as
+one part named in the entry: a page counts only once its items are readable, so a task never
+answers (and a load stage never starts) before the items it counted are there. Seeding,
+re-drives and the cost guard's drain append the same way.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import random
 import time
 from collections.abc import Callable, Sequence
@@ -28,8 +32,9 @@ from typing import TYPE_CHECKING, Any, Final
 
 from stepcrawl.crawl.context import CrawlServices
 from stepcrawl.crawl.messages import UrlRef
+from stepcrawl.crawl.paths import items_part_key
 from stepcrawl.crawl.states import TaskState, UrlState
-from stepcrawl.crawl.tasklog import Delta, PageLine, TaskLog, fingerprint
+from stepcrawl.crawl.tasklog import Delta, PageLine, TaskLog, fingerprint, spill_key
 from stepcrawl.errors import RetryableError
 from stepcrawl.keys import log_key, task_key
 from stepcrawl.storage import All, Cond, Condition, TransactionConflict, Usage, Write
@@ -37,7 +42,15 @@ from stepcrawl.storage import All, Cond, Condition, TransactionConflict, Usage, 
 if TYPE_CHECKING:
     from stepcrawl.crawl.incremental import PageState
 
-__all__ = ["PROGRESS_AT", "BundleCommit", "Decision", "PageCommit", "append", "commit_bundles"]
+__all__ = [
+    "PROGRESS_AT",
+    "BundleCommit",
+    "CommitResult",
+    "Decision",
+    "PageCommit",
+    "append",
+    "commit_bundles",
+]
 
 _MAX_CONTENTION = 8
 #: The task record's field holding when a commit last changed the task (epoch seconds).
@@ -65,6 +78,8 @@ class PageCommit:
     unchanged: bool = False
     deleted: bool = False
     state: PageState | None = None
+    #: the page's items as extracted (what its commit writes to the items part)
+    rows: list[dict[str, Any]] = field(default_factory=list, repr=False)
 
     def line(self) -> PageLine:
         return PageLine(
@@ -96,6 +111,17 @@ class Decision:
     add: dict[str, Any]
     set: dict[str, Any] = field(default_factory=dict)
     condition: Condition | None = None
+    committed: bool = False  # set by :func:`append` once this decision is in the log
+
+
+@dataclass
+class CommitResult:
+    """What :func:`commit_bundles` did: per bundle, its recorded pages (each with the links it
+    admitted), and whether this call committed them (``False``: a redelivery, whose follow-ups
+    are redone but whose pages were counted by the first delivery)."""
+
+    pages: list[list[PageCommit]]
+    fresh: bool
 
 
 #: decide(log, budget): ``budget`` is None on the first try, else what the record allows. The
@@ -104,20 +130,29 @@ Decide = Callable[[TaskLog, int | None], Decision]
 
 
 def append(
-    services: CrawlServices, run: str, task: str, ids: Sequence[str], decide: Decide
+    services: CrawlServices,
+    run: str,
+    task: str,
+    ids: Sequence[str],
+    decide: Decide,
+    before: Callable[[Decision], None] | None = None,
 ) -> TaskLog | None:
     """Commit the decision of ``ids`` once; the log, in which each of ``ids`` has its delta
-    (``log.commits``), or ``None`` if the task refused."""
+    (``log.commits``), or ``None`` if the task refused. ``before`` runs on each decision
+    before it is written (what must exist once it is committed: its items)."""
     log = services.task_logs.get(run, task)
     budget: int | None = None
     contention = 0
     for _ in range(_MAX_ROUNDS):
         with log.lock:
-            log.refresh(services.table)
+            log.refresh(services.table, services.blobs)
             if all(by in log.commits for by in ids):
                 return log
             decision = decide(log, budget)
             seq = log.seq + 1
+        if before is not None:
+            before(decision)
+        _spill_if_large(services, run, task, decision.delta)
         admitted = len(decision.delta.admitted)
         condition = decision.condition or All(
             (Cond("status", "eq", TaskState.RUNNING), Cond("budget", "ge", admitted))
@@ -157,13 +192,25 @@ def append(
                 raise RetryableError("task record too contended; SQS will redeliver") from None
             time.sleep(random.uniform(0, 0.02 * 2**contention))  # noqa: S311 - jitter
             continue
+        decision.committed = True
         with log.lock:
             if log.seq == seq - 1:
                 log.apply(decision.delta)  # what we wrote: no need to read it back
             else:
-                log.refresh(services.table)  # applies our delta (and any before it)
+                log.refresh(services.table, services.blobs)  # applies ours (and any before)
         return log
     raise RetryableError(f"task {task}: the log moved {_MAX_ROUNDS} times under one commit")
+
+
+def _spill_if_large(services: CrawlServices, run: str, task: str, delta: Delta) -> None:
+    """Put the payload of an entry too big for a table item in a blob the entry names,
+    before the entry exists (content-named: the same payload, the same object)."""
+    if delta.spill or delta.payload_bytes() <= services.config.log_entry_bytes:
+        return
+    body = delta.spill_body()
+    name = hashlib.blake2b(body, digest_size=12).hexdigest()
+    delta.spill = spill_key(run, task, name)
+    services.blobs.put(delta.spill, body)
 
 
 def commit_bundles(
@@ -172,19 +219,24 @@ def commit_bundles(
     task: str,
     bundles: Sequence[BundleCommit],
     usage: Usage | None = None,
-) -> list[list[PageCommit]]:
+    *,
+    pipeline: str = "",
+) -> CommitResult:
     """Record the pages of ``bundles`` (one task's) that no other commit recorded, and admit
     their new links, in one log entry; once per bundle. ``usage`` is what this invocation
-    spent besides the bundles' own. Returns each bundle's recorded pages, each with the
-    children it admitted (in page order); if the task is over, those of the bundles it had
-    committed before (a redelivery: their items are written again) and no others."""
+    spent besides the bundles' own. The recorded pages' items (``PageCommit.rows``) are
+    written first, as the part of ``pipeline``'s task the entry names. Returns each bundle's
+    recorded pages, each with the children it admitted (in page order); if the task is over,
+    those of the bundles it had committed before (a redelivery) and no others."""
     ids = [b.bundle_id for b in bundles]
+    part = _ItemsPart(services, lambda name: items_part_key(pipeline, run, task, name))
 
     def decide(log: TaskLog, budget: int | None) -> Decision:
         pending = [b for b in bundles if b.bundle_id not in log.commits]
-        mine = _unrecorded(log, [page for b in pending for page in b.pages])
+        order = {by: n for n, by in enumerate(dict.fromkeys(b.bundle_id for b in pending))}
+        mine = _unrecorded(log, [(b.bundle_id, page) for b in pending for page in b.pages])
         chosen: dict[int, None] = {}
-        for page in mine:
+        for _, page in mine:
             for child in page.children:
                 fp = fingerprint(child.url)
                 if fp not in log.seen:
@@ -192,47 +244,104 @@ def commit_bundles(
         new = list(chosen)
         admitted = new if budget is None else new[:budget]
         delta = Delta(
-            by=",".join(dict.fromkeys(b.bundle_id for b in pending)),
+            by=",".join(order),
             admitted=admitted,
             skipped=new[len(admitted) :],
-            recorded=[(fingerprint(p.ref.url), p.line()) for p in mine],
+            recorded=[(fingerprint(p.ref.url), p.line()) for _, p in mine],
+            recorded_by=[order[by] for by, _ in mine] if len(order) > 1 else [],
+            part=_part_name(order, mine),
         )
-        spent = sum((b.usage for b in pending), usage or Usage())
-        counters = _counters(mine, len(admitted), len(new) - len(admitted), spent)
-        return Decision(delta, counters)
+        spent = sum((b.usage for b in pending), (usage or Usage()) + part.usage)
+        pages = [p for _, p in mine]
+        counters = _counters(pages, len(admitted), len(new) - len(admitted), spent)
+        return part.decided(Decision(delta, counters), pages)
 
-    log = append(services, run, task, ids, decide)
+    log = append(services, run, task, ids, decide, part.write)
     refused = log is None
     if log is None:
         # The task refused the new bundles (it is finishing or over), but those of the batch
-        # already in its log were committed before: their follow-ups (their items part)
-        # still come from their delta, or a crash before them would lose their items.
+        # already in its log were committed before: their follow-ups still come from their
+        # delta.
         log = services.task_logs.get(run, task)
-    places = [n for n, b in enumerate(bundles) if b.bundle_id in log.commits]
-    # Follow-ups per delta: the bundles one delta committed share its recorded pages and
-    # admitted links, each going to its first page in the bundles' order.
-    by_delta: dict[int, list[int]] = {}
-    for n in places:
-        by_delta.setdefault(id(log.commits[bundles[n].bundle_id]), []).append(n)
+    part.forget_all_but({log.commits[by].part for by in ids if by in log.commits})
     out: list[list[PageCommit]] = [[] for _ in bundles]
+    # Follow-ups per delta: the bundles one delta committed share its admitted links, each
+    # going to its first page in the bundles' order; each page to the bundle that recorded it.
+    by_delta: dict[int, list[int]] = {}
+    for n, b in enumerate(bundles):
+        if b.bundle_id in log.commits:
+            by_delta.setdefault(id(log.commits[b.bundle_id]), []).append(n)
     for members in by_delta.values():
         delta = log.commits[bundles[members[0]].bundle_id]
-        pages = [(n, page) for n in members for page in bundles[n].pages]
+        pages = [(bundles[n].bundle_id, n, page) for n in members for page in bundles[n].pages]
         for n, page in _as_committed(delta, pages):
             if log.recorded.get(fingerprint(page.ref.url)) != delta.by:
                 continue  # re-opened (or recorded again) since: its follow-ups are not due
             if refused:  # claimed == finished: its admitted links are recorded already
                 page.children = []
             out[n].append(page)
-    return out
+    return CommitResult(out, part.committed)
 
 
-def _unrecorded(log: TaskLog, pages: Sequence[PageCommit]) -> list[PageCommit]:
-    mine: dict[int, PageCommit] = {}
-    for page in pages:
+class _ItemsPart:
+    """The items part of a commit's decision: written before the decision is (a page counts
+    only once its items are readable), once per distinct decision; what writing cost joins
+    the decision; parts of decisions that lost are deleted (one left by a crash is named by no
+    entry, so never read)."""
+
+    def __init__(self, services: CrawlServices, key: Callable[[str], str]) -> None:
+        self.services = services
+        self.key = key  # a part's object key, by name
+        self.usage = Usage()
+        self.written: list[str] = []
+        self.last: tuple[Decision, list[PageCommit]] | None = None
+
+    @property
+    def committed(self) -> bool:
+        """Whether this call's own decision was committed (not a redelivery's find)."""
+        return self.last is not None and self.last[0].committed
+
+    def decided(self, decision: Decision, pages: list[PageCommit]) -> Decision:
+        self.last = (decision, pages)
+        return decision
+
+    def write(self, decision: Decision) -> None:
+        name = decision.delta.part
+        if not name or name in self.written or self.last is None:
+            return
+        rows = [row for page in self.last[1] for row in page.rows]
+        body = "".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in rows)
+        self.services.blobs.put(self.key(name), body.encode(), content_type="application/x-ndjson")
+        self.written.append(name)
+        # Metered after the invocation's usage was taken: it joins this decision.
+        extra = self.services.meter.take()
+        self.usage += extra
+        for k, v in extra.as_dict().items():
+            decision.add[f"u_{k}"] = decision.add.get(f"u_{k}", 0) + v
+
+    def forget_all_but(self, kept: set[str]) -> None:
+        if stale := [self.key(name) for name in self.written if name not in kept]:
+            self.services.blobs.delete_many(stale)
+
+
+def _part_name(order: dict[str, int], mine: Sequence[tuple[str, PageCommit]]) -> str:
+    """The items part of a decision, named by its bundles and the pages it records: the same
+    decision (a redelivery deciding alike) writes the same object; another, another."""
+    if not any(page.rows for _, page in mine):
+        return ""
+    text = "|".join(order) + "#" + "|".join(f"{by}>{page.ref.url}" for by, page in mine)
+    return hashlib.blake2b(text.encode(), digest_size=12).hexdigest()
+
+
+def _unrecorded(
+    log: TaskLog, pages: Sequence[tuple[str, PageCommit]]
+) -> list[tuple[str, PageCommit]]:
+    """The first copy of each page no commit has recorded, with its bundle's id."""
+    mine: dict[int, tuple[str, PageCommit]] = {}
+    for by, page in pages:
         fp = fingerprint(page.ref.url)
         if fp not in log.recorded and fp not in mine:
-            mine[fp] = page
+            mine[fp] = (by, page)
     return list(mine.values())
 
 
@@ -258,18 +367,18 @@ def _counters(
 
 
 def _as_committed(
-    delta: Delta, pages: Sequence[tuple[int, PageCommit]]
+    delta: Delta, pages: Sequence[tuple[str, int, PageCommit]]
 ) -> list[tuple[int, PageCommit]]:
-    """The pages ``delta`` recorded (with their bundle's index), each with the children
-    ``delta`` admitted."""
-    recorded = {fp for fp, _ in delta.recorded}
+    """The copies of pages ``delta`` recorded (by bundle id, with the bundle's index): only
+    the copy its own bundle held, each with the children ``delta`` admitted."""
+    recorded = {(fp, by) for (fp, _), by in zip(delta.recorded, delta.recorders(), strict=True)}
     admitted = set(delta.admitted)
     mine: list[tuple[int, PageCommit]] = []
-    for n, page in pages:
+    for by, n, page in pages:
         fp = fingerprint(page.ref.url)
-        if fp not in recorded:
+        if (fp, by) not in recorded:
             continue
-        recorded.discard(fp)  # a page twice in one bundle counts once
+        recorded.discard((fp, by))  # a page twice in one bundle counts once
         children: list[UrlRef] = []
         for child in page.children:
             child_fp = fingerprint(child.url)

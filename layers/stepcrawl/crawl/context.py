@@ -42,7 +42,10 @@ class TaskTokens(Protocol):
 
     def fail(self, token: str, error: str, cause: str) -> None: ...
 
-    def heartbeat(self, token: str) -> None: ...
+    def heartbeat(self, token: str) -> bool:
+        """``False`` if the token is gone: its execution stopped, or its task state timed
+        out (crawl/stopping.py)."""
+        ...
 
 
 class PipelineRegistry(Protocol):
@@ -112,6 +115,11 @@ class CrawlConfig(BaseModel):
     #: Compressed bodies above this go to the blob store instead of the parse message.
     inline_body_limit: int = Field(120_000, ge=0)
     heartbeat_every: float = Field(60.0, gt=0)
+    #: Bytes of fingerprints and lines a task log entry holds in its table item; a larger
+    #: payload goes to the blob store, named by the entry (DynamoDB's item limit is 400 KB).
+    log_entry_bytes: int = Field(300_000, ge=64, le=350_000)
+    #: Bytes of URLs a backlog chunk holds (one item each; DynamoDB's limit is 400 KB).
+    backlog_chunk_bytes: int = Field(300_000, ge=100, le=350_000)
     breaker: BreakerConfig = Field(default_factory=BreakerConfig)
 
     def to_env(self) -> dict[str, str]:

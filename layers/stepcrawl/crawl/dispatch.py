@@ -122,7 +122,7 @@ def start_crawl(
         # A redelivered start: queue again the seeds not recorded yet (the same chunk).
         log = services.task_logs.get(run, task.id)
         with log.lock:
-            log.refresh(services.table)
+            log.refresh(services.table, services.blobs)
             seeds = [url for url in seeds if fingerprint(url) not in log.recorded]
     for n, start in enumerate(range(0, len(rest), SEED_CHUNK), start=2):
         _admit_seeds(services, run, task.id, f"{SEED_COMMIT}-{n}", rest[start : start + SEED_CHUNK])
@@ -149,7 +149,7 @@ def _seed_urls(
     if task.seed_field is None:
         return
     for source in task.consumes:
-        for item in task_items(services.blobs, pipeline, run, source)():
+        for item in task_items(services.table, services.blobs, pipeline, run, source)():
             values = item.get(task.seed_field)
             for value in values if isinstance(values, list) else [values]:
                 if isinstance(value, str):

@@ -152,13 +152,17 @@ def _reopen(
             add={"finished": -len(fps), "failed": -len(fps)},
             set={"status": TaskState.RUNNING},
             condition=All(
-                (Cond("status", "ne", TaskState.FINISHING), Cond("finished", "ge", len(fps)))
+                (
+                    Cond("status", "ne", TaskState.FINISHING),
+                    Cond("status", "ne", TaskState.CANCELLED),  # its run was stopped
+                    Cond("finished", "ge", len(fps)),
+                )
             ),
         )
 
     log = services.task_logs.get(run, task)
     with log.lock:
-        log.refresh(services.table)
+        log.refresh(services.table, services.blobs)
         failed = any(fingerprint(f.url) in log.failed for f in failures)
     if failed and append(services, run, task, [by], decide) is None:
         return []  # the task is finishing: try again once it has finished

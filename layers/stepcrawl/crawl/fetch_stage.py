@@ -41,6 +41,7 @@ from stepcrawl.crawl.messages import (
 )
 from stepcrawl.crawl.paths import body_key
 from stepcrawl.crawl.sitemaps import fetch_refs
+from stepcrawl.crawl.states import TaskState
 from stepcrawl.crawl.tasklog import fingerprint
 from stepcrawl.errors import FatalError
 from stepcrawl.extract.urls import url_host
@@ -143,13 +144,18 @@ async def process_fetch_batch(
         if not isinstance(task, CrawlTask):
             raise FatalError(f"task {task_id} of {pipeline_name} is not a crawl task")
         todo = _unique(group)
-        hosts = read_hosts(services, run, task_id, [m.shard for m in todo])
+        status, hosts = read_hosts(services, run, task_id, [m.shard for m in todo])
+        if status == TaskState.CANCELLED:
+            logger.info("dropped %d URLs of task %s: its run was stopped", len(todo), task_id)
+            continue  # nothing more is fetched for it (crawl/stopping.py)
         breakers = services.breaker.states({url_host(m.ref.url) for m in todo})
         give_up_after = pipeline.settings_for(task.id).politeness.give_up_after
         now = services.clock()
         down = [m for m in todo if breakers[url_host(m.ref.url)].given_up(now, give_up_after)]
         envelopes = [_host_down(m, breakers[url_host(m.ref.url)]) for m in down]
-        todo = _defer_paused(services, [m for m in todo if m not in down], hosts, breakers)
+        todo = _defer_paused(
+            services, [m for m in todo if m not in down], hosts, breakers, give_up_after
+        )
         if todo:
             policy = fetch_policy(pipeline, task)
             per_host = Counter(url_host(m.ref.url) for m in todo)
@@ -226,10 +232,13 @@ def _defer_paused(
     messages: Sequence[FetchMessage],
     hosts: dict[int, HostView],
     breakers: Mapping[str, BreakerState],
+    give_up_after: float | None,
 ) -> list[FetchMessage]:
     """Send back, unchanged, the URLs of hosts we must leave alone for now: a Retry-After
     pause, or a breaker that is not closed. Retries reach here without passing the feeder,
-    so this stage admits them like the feeder does: one probe per recovering host."""
+    so this stage admits them like the feeder does: one probe per recovering host. A URL of
+    a down host comes back no later than the moment the host is given up (its next probe may
+    be much later: the recovery doubles on every failed one), and then ends ``host_down``."""
     now = services.clock()
     unhealthy = {h for h, b in breakers.items() if b.state != "closed"}
     admission = services.breaker.admit(unhealthy, known=breakers) if unhealthy else None
@@ -245,6 +254,8 @@ def _defer_paused(
             else:
                 breaker = breakers[host]
                 until = max(until, breaker.until or 0.0, now + services.config.breaker.recovery / 2)
+                if give_up_after is not None and breaker.down_since is not None:
+                    until = min(until, max(now, breaker.down_since + give_up_after))
         if until > now:
             wait = min(MAX_SQS_DELAY, max(1, math.ceil(until - now)))
             later.append(OutMessage(message.model_dump_json(), wait))

@@ -49,7 +49,6 @@ __all__ = [
 
 FEED_ROUNDS = 4
 LEASE_SKEW = 1.0  # seconds of clock difference between Lambdas a shard lease tolerates
-CHUNK_BYTES = 300_000  # per backlog item, under DynamoDB's 400 KB with room for the key
 #: Chunk ids of re-driven URLs start so (``crawl/failures.py``): their record gave back its
 #: ``finished``, so they count as coming back (see :func:`enqueue`).
 REDRIVE_CHUNK = "redrive-"
@@ -109,7 +108,7 @@ def enqueue(
     for (shard, depth), entries in sorted(by_shard.items()):
         # Bounded chunks: an item must stay under DynamoDB's 400 KB (a sitemap-like page can
         # bring thousands of links).
-        for n, part in enumerate(_bounded(entries)):
+        for n, part in enumerate(_bounded(entries, services.config.backlog_chunk_bytes)):
             pk, sk = backlog_pk(run, task, shard), f"{depth:03d}#{chunk_id}#{n:03d}"
             services.table.put(chunk_item(pk, sk, part))
     count_back(services, run, task, back)
@@ -132,12 +131,13 @@ def clear_backlog(services: CrawlServices, run: str, task: str) -> int:
     return cleared
 
 
-def _bounded(entries: list[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
+def _bounded(entries: list[dict[str, Any]], most: int) -> Iterator[list[dict[str, Any]]]:
+    """``entries`` in parts of at most ``most`` bytes of URLs (with room for their fields)."""
     part: list[dict[str, Any]] = []
     size = 0
     for entry in entries:
         weight = len(entry["u"]) + 32
-        if part and size + weight > CHUNK_BYTES:
+        if part and size + weight > most:
             yield part
             part, size = [], 0
         part.append(entry)

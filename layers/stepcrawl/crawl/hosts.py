@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from stepcrawl.crawl.context import CrawlServices
-from stepcrawl.keys import shard_key
+from stepcrawl.keys import shard_key, task_key
 from stepcrawl.storage import AnyOf, Cond
 
 __all__ = ["HostSlots", "HostView", "note_crawl_delay", "pause_host", "read_hosts"]
@@ -103,11 +103,15 @@ class HostSlots:
 
 def read_hosts(
     services: CrawlServices, run: str, task: str, shards: Iterable[int]
-) -> dict[int, HostView]:
-    """The host views of several shards, in one batched read."""
+) -> tuple[str, dict[int, HostView]]:
+    """The task's status (its record's; "" if it has none) and the host views of several of
+    its shards, in one batched read: the fetch stage drops a cancelled task's URLs
+    (crawl/stopping.py) at no extra request."""
     keys = {shard: shard_key(run, task, shard) for shard in set(shards)}
-    items = services.table.batch_get(list(keys.values()))
-    return {shard: HostView.of(items.get(key)) for shard, key in keys.items()}
+    record = task_key(run, task)
+    items = services.table.batch_get([*keys.values(), record])
+    status = str((items.get(record) or {}).get("status", ""))
+    return status, {shard: HostView.of(items.get(key)) for shard, key in keys.items()}
 
 
 def pause_host(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Final, Protocol
 
@@ -15,6 +15,7 @@ from stepcrawl.crawl.fetch_stage import BatchFetcher, process_fetch_batch, recor
 from stepcrawl.crawl.messages import ControlMessage, FetchMessage, ParseBundle
 from stepcrawl.crawl.parse_stage import process_bundles
 from stepcrawl.crawl.sweeper import sweep_running
+from stepcrawl.fetch import FetchPolicy
 from stepcrawl.names import (
     MAX_RECEIVE_COUNT,
     METRIC_BUNDLES,
@@ -44,6 +45,11 @@ class SqsRecord(Protocol):
 #: A fetch message that fails alone on this many receives is recorded failed (class
 #: internal_error) rather than left to reach the dead-letter queue with its URL unrecorded.
 POISON_AFTER: Final = MAX_RECEIVE_COUNT - 2
+#: Seconds one message tried alone may take: a fetch's whole timeout (FetchPolicy's default)
+#: and handing its page to parse. A try is started only with this much time left.
+ALONE_TRY_SECONDS: Final = FetchPolicy.total_timeout + 10.0
+#: Seconds recording a message failed takes (one parse message sent), with a margin.
+RECORD_SECONDS: Final = 5.0
 
 
 @contextmanager
@@ -111,8 +117,13 @@ def fetch_records(
     fetcher: BatchFetcher,
     loop: asyncio.AbstractEventLoop,
     records: Sequence[SqsRecord],
+    remaining_ms: Callable[[], int] | None = None,
+    try_seconds: float = ALONE_TRY_SECONDS,
 ) -> dict[str, Any]:
-    """Fetch the whole batch concurrently; a failure fails the batch (partial response)."""
+    """Fetch the whole batch concurrently; a failure fails the batch (partial response).
+    ``remaining_ms`` is the invocation's time left (Lambda's context): the one-by-one retry
+    of a failed batch starts a try only with ``try_seconds`` left (a rendered page's may be
+    longer than a fetch's)."""
     messages = [FetchMessage.model_validate_json(r.body) for r in records]
     try:
         # Not _billed: the fetch stage meters its own time into the bundles it sends.
@@ -121,11 +132,25 @@ def fetch_records(
         logger.exception("fetch batch failed; trying its %d records one by one", len(records))
     else:
         return {"batchItemFailures": []}
+
     # One poisoned message must not hold back the others, nor vanish into the DLQ: each is
     # tried alone (a refetch is safe, the log records a page once); one that keeps failing
-    # is recorded failed, internal_error, before SQS would give up on it.
+    # is recorded failed, internal_error, before SQS would give up on it. Lambda returns no
+    # partial response for an invocation it kills at its timeout, so the messages nearest
+    # the DLQ go first, a try starts only with time for it, and one on its last receive is
+    # recorded untried when no try fits.
+    def left() -> float:
+        return float("inf") if remaining_ms is None else remaining_ms() / 1000
+
     failed: list[str] = []
-    for record, message in zip(records, messages, strict=True):
+    for record, message in sorted(
+        zip(records, messages, strict=True), key=lambda pair: -_receives(pair[0])
+    ):
+        if left() < try_seconds:
+            last = _receives(record) >= MAX_RECEIVE_COUNT - 1
+            if not (last and left() >= RECORD_SECONDS and _record(services, message, None)):
+                failed.append(record.messageId)  # it comes back, with time to be tried
+            continue
         try:
             loop.run_until_complete(process_fetch_batch(services, fetcher, [message]))
         except Exception as error:
@@ -133,13 +158,21 @@ def fetch_records(
                 failed.append(record.messageId)
                 continue
             logger.exception("fetch message %s failed %d times", record.messageId, POISON_AFTER)
-            try:
-                record_internal_error(services, message, error)
-            except Exception:
-                logger.exception("could not record %s as failed", message.ref.url)
+            if not _record(services, message, error):
                 failed.append(record.messageId)
     services.metric(METRIC_MESSAGES_FAILED, len(failed))
     return {"batchItemFailures": [{"itemIdentifier": ident} for ident in failed]}
+
+
+def _record(services: CrawlServices, message: FetchMessage, error: Exception | None) -> bool:
+    """Record ``message``'s URL failed, class internal_error; whether that was done."""
+    cause = error or TimeoutError("its batch kept failing and no time was left to try it alone")
+    try:
+        record_internal_error(services, message, cause)
+    except Exception:
+        logger.exception("could not record %s as failed", message.ref.url)
+        return False
+    return True
 
 
 def _receives(record: SqsRecord) -> int:

@@ -7,26 +7,25 @@ Order matters for at-least-once delivery:
    (:func:`~stepcrawl.crawl.commit.commit_bundles`): the task's log records the pages no
    other commit recorded (a page fetched twice counts once, with the links and items of the
    bundle that recorded it) and admits their links that are new, within the page budget, in
-   one entry and one transaction with the counters; a redelivered bundle finds its commit
+   one entry and one transaction with the counters, after writing the items of the pages it
+   records as one JSONL part the entry names (readers read the parts the log names, so an
+   item is read once and only once its page counts); a redelivered bundle finds its commit
    instead;
-3. write the items of each task's bundles as one JSONL part, named by the bundles in it (a
-   redelivery of the same bundles writes the same object), and the failure records of their
-   failed pages;
+3. write the failure records of the failed pages it recorded;
 4. enqueue the admitted links of each task's bundles as one chunk per shard (named by the
    bundles, so idempotent), then advance the task: guard its cost, feed, finish it if
    complete. A crash anywhere after 2 is finished by the redelivery, which redoes 3 and 4
    from the commit.
 
 A redelivery grouped differently (SQS regroups what comes back) redoes the follow-ups of its
-bundles under other names: items are then written twice (readers keep the first copy) and
-links may be queued twice (the fetch stage drops what the log has recorded, and the log
-records a page once), so counts and items stay exact.
+own pages (the entry says which bundle recorded each page) under other names: links may be
+queued twice (the fetch stage drops what the log has recorded, and the log records a page
+once), so counts and items stay exact. Metrics count a commit once, when it is made.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import time
 from collections import Counter
@@ -43,7 +42,6 @@ from stepcrawl.crawl.context import CrawlServices
 from stepcrawl.crawl.frontier import enqueue
 from stepcrawl.crawl.incremental import revisit, settle, write_states
 from stepcrawl.crawl.messages import PageEnvelope, ParseBundle, UrlRef
-from stepcrawl.crawl.paths import items_part_key
 from stepcrawl.crawl.sitemaps import read_document
 from stepcrawl.errors import FatalError
 from stepcrawl.extract import parse_page
@@ -84,7 +82,6 @@ class _Extracted:
     bundle: ParseBundle
     pipeline: Pipeline
     pages: list[PageCommit]
-    items: dict[str, list[dict[str, Any]]]
     #: Per page URL: JSON-LD scripts skipped as not JSON (extract/structured.py).
     invalid_jsonld: dict[str, int] = field(default_factory=dict)
 
@@ -102,8 +99,7 @@ def process_bundles(
 ) -> list[int | BaseException]:
     """Handle one invocation's parse messages: per bundle, the pages it recorded, or the error
     that failed it (that message comes back; the others do not: a failed commit fails the
-    bundles of its task only). Each task's bundles are written as one items part before any
-    task is advanced, so a finished task's items are all written."""
+    bundles of its task only)."""
     outcomes: dict[int, int | BaseException] = {}
     tasks: dict[tuple[str, str], list[tuple[int, _Extracted]]] = {}
     for n, bundle in enumerate(bundles):
@@ -117,29 +113,12 @@ def process_bundles(
         tasks.setdefault((bundle.run, bundle.task), []).append((n, extracted))
     groups: list[list[Committed]] = []
     for (run, task), members in tasks.items():
-        # What each page found, before its commit keeps only the links it admitted.
-        found = {id(p): len(p.children) for _, e in members for p in e.pages}
-        commits = [
-            BundleCommit(e.bundle.bundle_id, e.pages, e.bundle.usage or Usage()) for _, e in members
-        ]
-        invocation = services.meter.take()
         try:
-            with span("parse.commit", task=task, bundles=len(commits)):
-                mine = commit_bundles(services, run, task, commits, invocation)
+            groups.append(_commit_task(services, run, task, members, outcomes))
         except Exception as error:
             logger.exception("commit of %d bundles of task %s failed", len(members), task)
             outcomes.update(dict.fromkeys((n for n, _ in members), error))
-            continue
-        group = []
-        for (n, e), pages in zip(members, mine, strict=True):
-            items = [i for p in pages for i in e.items[p.ref.url]]
-            group.append(Committed(e.bundle, e.pipeline, pages, items))
-            outcomes[n] = len(pages)
-        groups.append(group)
-        spent = sum((c.usage for c in commits), invocation)
-        _count_commit(services, [e for _, e in members], group, found, spent)
     for group in groups:
-        _write_part(services, group)
         for c in group:  # archive: warc, one file per bundle (stepcrawl/archive)
             write_bundle_archive(services, c.pipeline, c.bundle, c.mine)
     now = services.clock()
@@ -165,6 +144,34 @@ def process_bundles(
         c = group[0]
         advance_task(services, c.pipeline, c.bundle.run, c.bundle.task)
     return [outcomes[n] for n in range(len(bundles))]
+
+
+def _commit_task(
+    services: CrawlServices,
+    run: str,
+    task: str,
+    members: Sequence[tuple[int, _Extracted]],
+    outcomes: dict[int, int | BaseException],
+) -> list[Committed]:
+    """Commit one task's bundles of the invocation; count them if this was their commit."""
+    # What each page found, before its commit keeps only the links it admitted.
+    found = {id(p): len(p.children) for _, e in members for p in e.pages}
+    commits = [
+        BundleCommit(e.bundle.bundle_id, e.pages, e.bundle.usage or Usage()) for _, e in members
+    ]
+    invocation = services.meter.take()
+    with span("parse.commit", task=task, bundles=len(commits)):
+        pipeline = members[0][1].pipeline.name
+        committed = commit_bundles(services, run, task, commits, invocation, pipeline=pipeline)
+    group = []
+    for (n, e), pages in zip(members, committed.pages, strict=True):
+        items = [row for p in pages for row in p.rows]
+        group.append(Committed(e.bundle, e.pipeline, pages, items))
+        outcomes[n] = len(pages)
+    if committed.fresh:  # a redelivery's pages were counted when they were committed
+        spent = sum((c.usage for c in commits), invocation)
+        _count_commit(services, [e for _, e in members], group, found, spent)
+    return group
 
 
 def _count_commit(
@@ -208,7 +215,6 @@ def _extract_bundle(services: CrawlServices, bundle: ParseBundle) -> _Extracted:
         raise FatalError(f"task {bundle.task} of {bundle.pipeline} is not a crawl task")
     max_depth = pipeline.settings_for(task.id).limits.max_depth
     pages: list[PageCommit] = []
-    items: dict[str, list[dict[str, Any]]] = {}
     invalid_jsonld: dict[str, int] = {}
     for envelope in bundle.pages:
         page_items: list[dict[str, Any]] = []
@@ -217,9 +223,9 @@ def _extract_bundle(services: CrawlServices, bundle: ParseBundle) -> _Extracted:
             page = read_document(services, pipeline, task, envelope)
         else:
             page, page_items = _extract(services, task, envelope, max_depth, invalid_jsonld)
+        page.rows = page_items
         pages.append(page)
-        items[envelope.ref.url] = page_items
-    return _Extracted(bundle, pipeline, pages, items, invalid_jsonld)
+    return _Extracted(bundle, pipeline, pages, invalid_jsonld)
 
 
 def _name(group: Sequence[Committed]) -> str:
@@ -229,18 +235,6 @@ def _name(group: Sequence[Committed]) -> str:
     if len(ids) == 1:
         return ids[0]
     return hashlib.blake2b("|".join(ids).encode(), digest_size=12).hexdigest()
-
-
-def _write_part(services: CrawlServices, group: Sequence[Committed]) -> None:
-    """One items part for a task's bundles of the invocation, named by them: a redelivery of
-    the same bundles writes the same object; one grouped otherwise writes another, and readers
-    keep the first copy of each item."""
-    items = [item for c in group for item in c.items]
-    if items:
-        b = group[0].bundle
-        body = "".join(json.dumps(i, ensure_ascii=False, default=str) + "\n" for i in items)
-        key = items_part_key(b.pipeline, b.run, b.task, _name(group))
-        services.blobs.put(key, body.encode(), content_type="application/x-ndjson")
 
 
 def _extract(

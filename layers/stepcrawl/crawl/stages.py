@@ -73,7 +73,10 @@ def _run(
     task: TransformTask | ValidateTask | LoadTask,
     run: str,
 ) -> dict[str, Any]:
-    inputs = {name: task_items(services.blobs, pipeline, run, name) for name in task.consumes}
+    inputs = {
+        name: task_items(services.table, services.blobs, pipeline, run, name)
+        for name in task.consumes
+    }
     output = items_prefix(pipeline.name, run, task.id) + "parts/"
     if isinstance(task, TransformTask):
         stats = TransformStats()

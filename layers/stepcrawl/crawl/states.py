@@ -32,6 +32,7 @@ class TaskState(StrEnum):
     FINISHING = "finishing"
     SUCCEEDED = "succeeded"
     FAILED = "failed"
+    CANCELLED = "cancelled"  # its run was stopped (crawl/stopping.py): nothing leaves it
 
 
 class AdmissionState(StrEnum):

@@ -9,7 +9,15 @@ the same transaction as the task's counters. A delta holds 8-byte URL fingerprin
 - ``skp``: URLs seen but not admitted (over the page budget), so never admitted later;
 - ``rec``: URLs recorded (fetched ok or failed, or skipped by the cost guard) with a compact
   line of statistics each (``st``: state, status, class, attempts, bytes, latencies);
-- ``unrec``: URLs re-opened by a re-drive (recorded no more).
+- ``unrec``: URLs re-opened by a re-drive (recorded no more);
+- ``rb``: for an entry of several bundles, which of them recorded each page (one byte each,
+  an index into ``b``), so a redelivered bundle redoes the follow-ups of its own copies only;
+- ``p``: the name of the items part holding the recorded pages' items, written before the
+  entry (so a committed page's items are readable the moment it counts);
+- ``x``: instead of the fingerprints and lines above, the blob holding them, for an entry
+  whose payload passes ``CrawlConfig.log_entry_bytes`` (a page of 50,000 sitemap URLs
+  admits 400 KB of fingerprints alone, DynamoDB's whole item limit): written before the
+  entry, read back with it (:func:`spill_key`).
 
 and the ids of what committed it (``b``: the parse bundles of one invocation, comma-separated,
 ``seed``, a drained backlog chunk, a re-drive). Each writer decides against the log as far as
@@ -27,17 +35,21 @@ million URLs of one task collide is about 3 in a million.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import heapq
+import json
 import struct
 import threading
+import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 from stepcrawl.crawl.states import UrlState
+from stepcrawl.errors import FatalError
 from stepcrawl.keys import LOG_STRIPES, log_key, log_pk
-from stepcrawl.storage import Table
+from stepcrawl.storage import BlobStore, Table
 from stepcrawl.storage.table import Item
 
 __all__ = [
@@ -51,6 +63,7 @@ __all__ = [
     "next_deltas",
     "pack",
     "recorded_lines",
+    "spill_key",
     "unpack",
     "url_states",
 ]
@@ -63,6 +76,11 @@ _MAX_PROBE: Final = 100
 #: Most entries a refresh asks for in its first round. A key asked for and not there costs a
 #: read unit, like a small entry found; a reader far behind doubles its rounds instead.
 _FIRST_PROBE: Final = 8
+
+
+def spill_key(run: str, task: str, name: str) -> str:
+    """Where the payload of a log entry too big for a table item lives."""
+    return f"log/{run}/{task}/{name}.bin"
 
 
 def fingerprint(url: str) -> int:
@@ -129,18 +147,30 @@ class Delta:
     skipped: list[int] = field(default_factory=list)
     recorded: list[tuple[int, PageLine]] = field(default_factory=list)
     reopened: list[int] = field(default_factory=list)
+    #: per recorded page, the index in :meth:`ids` of the bundle that recorded it
+    recorded_by: list[int] = field(default_factory=list)
+    part: str = ""  # the items part of the recorded pages ("" if they hold no items)
+    spill: str = ""  # the blob key holding the payload ("" if the entry holds it itself)
 
     def ids(self) -> list[str]:
         return self.by.split(",")
 
-    def item(self, run: str, task: str, seq: int, now: float) -> dict[str, Any]:
-        pk, sk = log_key(run, task, seq)
-        item: dict[str, Any] = {
-            "pk": pk,
-            "sk": sk,
-            "b": self.by,
-            "expires_at": int(now) + LOG_TTL,
-        }
+    def recorders(self) -> list[str]:
+        """Per recorded page, the id of the commit that recorded it."""
+        ids = self.ids()
+        if not self.recorded_by:
+            return [ids[0]] * len(self.recorded)
+        return [ids[n] for n in self.recorded_by]
+
+    def payload_bytes(self) -> int:
+        """What the payload weighs in an item (fingerprints, lines, recorders)."""
+        fps = len(self.admitted) + len(self.skipped) + len(self.recorded) + len(self.reopened)
+        lines = sum(len(line.text()) + 1 for _, line in self.recorded)
+        return 8 * fps + lines + len(self.recorded_by)
+
+    def payload(self) -> dict[str, Any]:
+        """The packed attributes (see the module docstring)."""
+        item: dict[str, Any] = {}
         if self.admitted:
             item["adm"] = pack(self.admitted)
         if self.skipped:
@@ -150,10 +180,46 @@ class Delta:
             item["st"] = "|".join(line.text() for _, line in self.recorded)
         if self.reopened:
             item["unrec"] = pack(self.reopened)
+        if any(self.recorded_by):
+            item["rb"] = bytes(self.recorded_by)
+        return item
+
+    def spill_body(self) -> bytes:
+        """The payload as a blob: compressed JSON, binary attributes in base64."""
+        payload = {
+            k: base64.b64encode(v).decode() if isinstance(v, bytes) else v
+            for k, v in self.payload().items()
+        }
+        return zlib.compress(json.dumps(payload, separators=(",", ":")).encode())
+
+    def item(self, run: str, task: str, seq: int, now: float) -> dict[str, Any]:
+        pk, sk = log_key(run, task, seq)
+        item: dict[str, Any] = {
+            "pk": pk,
+            "sk": sk,
+            "b": self.by,
+            "expires_at": int(now) + LOG_TTL,
+        }
+        if self.spill:
+            item["x"] = self.spill
+        else:
+            item.update(self.payload())
+        if self.part:
+            item["p"] = self.part
         return item
 
     @classmethod
-    def of(cls, item: dict[str, Any]) -> Delta:
+    def of(cls, item: dict[str, Any], blobs: BlobStore | None = None) -> Delta:
+        """The delta of a log entry; ``blobs`` reads a spilled payload back."""
+        if spill := str(item.get("x") or ""):
+            if blobs is None:
+                raise FatalError(f"log entry {item['pk']}/{item['sk']} spilled; no blob store")
+            text = json.loads(zlib.decompress(blobs.get(spill)))
+            binary = {"adm", "skp", "rec", "unrec", "rb"}
+            item = {
+                **item,
+                **{k: base64.b64decode(v) if k in binary else v for k, v in text.items()},
+            }
         lines = [PageLine.parse(t) for t in str(item.get("st") or "").split("|") if t]
         return cls(
             by=str(item["b"]),
@@ -161,6 +227,9 @@ class Delta:
             skipped=unpack(item.get("skp")),
             recorded=list(zip(unpack(item.get("rec")), lines, strict=True)),
             reopened=unpack(item.get("unrec")),
+            recorded_by=list(item.get("rb") or b""),
+            part=str(item.get("p") or ""),
+            spill=spill,
         )
 
 
@@ -199,14 +268,16 @@ class TaskLog:
             self.commits[by] = delta
         self.seq += 1
 
-    def refresh(self, table: Table) -> TaskLog:
+    def refresh(self, table: Table, blobs: BlobStore) -> TaskLog:
         """Read and apply the deltas appended since ``seq``: consistent batched reads of the
         next sequences by key, until one is missing (sequences are appended one by one, so
-        the first missing one is the end)."""
+        the first missing one is the end); a spilled payload from ``blobs``."""
         found_in_all = 0
         while True:
             probe = max(1, min(_MAX_PROBE, self.probe))
-            deltas = next_deltas(table, self.run, self.task, self.seq, probe, consistent=True)
+            deltas = next_deltas(
+                table, self.run, self.task, self.seq, probe, consistent=True, blobs=blobs
+            )
             for delta in deltas:
                 self.apply(delta)
             applied = len(deltas)
@@ -219,7 +290,14 @@ class TaskLog:
 
 
 def next_deltas(
-    table: Table, run: str, task: str, after: int, count: int, *, consistent: bool
+    table: Table,
+    run: str,
+    task: str,
+    after: int,
+    count: int,
+    *,
+    consistent: bool,
+    blobs: BlobStore | None = None,
 ) -> list[Delta]:
     """The log's entries after sequence ``after``, at most ``count``, read by key in one
     batch; they stop at the first missing sequence (entries are appended one by one, so the
@@ -231,7 +309,7 @@ def next_deltas(
         item = items.get(key)
         if item is None:
             break
-        found.append(Delta.of(item))
+        found.append(Delta.of(item, blobs))
     return found
 
 
@@ -262,12 +340,14 @@ class TaskLogs:
             self._logs.pop((run, task), None)
 
 
-def recorded_lines(table: Table, run: str, task: str) -> Sequence[PageLine]:
+def recorded_lines(
+    table: Table, run: str, task: str, blobs: BlobStore | None = None
+) -> Sequence[PageLine]:
     """The line of every page recorded now (the last recording of a re-driven page), in
     commit order: what reports read."""
     lines: dict[int, PageLine] = {}
     for item in log_entries(table, run, task):
-        delta = Delta.of(item)
+        delta = Delta.of(item, blobs)
         for fp, line in delta.recorded:
             lines.pop(fp, None)
             lines[fp] = line
@@ -276,12 +356,12 @@ def recorded_lines(table: Table, run: str, task: str) -> Sequence[PageLine]:
     return list(lines.values())
 
 
-def url_states(table: Table, run: str, task: str) -> dict[int, str]:
+def url_states(table: Table, run: str, task: str, blobs: BlobStore | None = None) -> dict[int, str]:
     """Every URL the task has seen, by fingerprint: ``pending`` (admitted, not recorded yet),
     ``done``, ``failed`` or ``skipped`` (over the page budget, or drained by the cost guard)."""
     states: dict[int, str] = {}
     for item in log_entries(table, run, task):
-        delta = Delta.of(item)
+        delta = Delta.of(item, blobs)
         states.update(dict.fromkeys(delta.admitted, UrlState.PENDING))
         states.update(dict.fromkeys(delta.skipped, UrlState.SKIPPED))
         states.update((fp, line.state) for fp, line in delta.recorded)

@@ -29,12 +29,13 @@ class MemoryTokens:
     def __init__(self) -> None:
         self.answers: list[TokenAnswer] = []
         self.heartbeats: list[str] = []
+        self.gone: set[str] = set()
         self.late = 0
         self._lock = threading.Lock()
 
     def _answer(self, answer: TokenAnswer) -> None:
         with self._lock:
-            if any(a.token == answer.token for a in self.answers):
+            if answer.token in self.gone or any(a.token == answer.token for a in self.answers):
                 self.late += 1
             else:
                 self.answers.append(answer)
@@ -45,6 +46,12 @@ class MemoryTokens:
     def fail(self, token: str, error: str, cause: str) -> None:
         self._answer(TokenAnswer(token, "failure", error=error, cause=cause))
 
-    def heartbeat(self, token: str) -> None:
+    def heartbeat(self, token: str) -> bool:
         with self._lock:
             self.heartbeats.append(token)
+            return token not in self.gone and not any(a.token == token for a in self.answers)
+
+    def stop(self, token: str) -> None:
+        """The token's execution stopped (or its task state timed out): it takes nothing."""
+        with self._lock:
+            self.gone.add(token)

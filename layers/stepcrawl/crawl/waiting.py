@@ -28,7 +28,7 @@ from stepcrawl.crawl.states import UrlState
 from stepcrawl.crawl.tasklog import fingerprint, url_states
 from stepcrawl.extract.urls import url_host
 from stepcrawl.keys import backlog_pk, shard_key
-from stepcrawl.storage import Table
+from stepcrawl.storage import BlobStore, Table
 
 __all__ = ["InFlight", "Waiting", "in_flight_urls", "summarize_waiting", "waiting_urls"]
 
@@ -118,12 +118,18 @@ class InFlight:
 
 
 def in_flight_urls(
-    table: Table, run: str, task: str, shards: int, idle_seconds: float, *, shown: int = 10
+    table: Table,
+    run: str,
+    task: str,
+    shards: int,
+    idle_seconds: float,
+    *,
+    shown: int = 10,
+    blobs: BlobStore | None = None,
 ) -> InFlight:
     """The task's URLs in flight: its whole log and backlog read (for a stalled task only)."""
-    pending = [
-        fp for fp, state in url_states(table, run, task).items() if state == UrlState.PENDING
-    ]
+    states = url_states(table, run, task, blobs)
+    pending = [fp for fp, state in states.items() if state == UrlState.PENDING]
     queued: set[int] = set()
     for shard in range(shards):
         for chunk in table.query(backlog_pk(run, task, shard), consistent=True):

@@ -26,7 +26,7 @@ from stepcrawl.errors import ConfigError
 
 if TYPE_CHECKING:
     from stepcrawl.deployment import Deployment, RunStatus
-    from stepcrawl.storage import Table
+    from stepcrawl.storage import BlobStore, Table
 
 __all__ = [
     "PAGES_FILE",
@@ -43,14 +43,18 @@ _FAILURES_FILE: Final = "failures.jsonl"
 
 
 def page_records(
-    table: Table, run: str, task: str, failures: Iterable[Failure] = ()
+    table: Table,
+    run: str,
+    task: str,
+    failures: Iterable[Failure] = (),
+    blobs: BlobStore | None = None,
 ) -> list[PageRecord]:
     """Every page the task recorded (its last recording, as ``recorded_lines`` reads them),
     with its commit's time, and the host and URL of those that failed."""
     failed = {fingerprint(f.url): f for f in failures if f.task == task}
     found: dict[int, PageRecord] = {}
     for item in log_entries(table, run, task):
-        delta = Delta.of(item)
+        delta = Delta.of(item, blobs)
         expires = item.get("expires_at")
         at = float(expires) - LOG_TTL if expires is not None else None
         for fp, line in delta.recorded:
@@ -89,7 +93,7 @@ def run_data(
         page
         for task in status.tasks.values()
         if task.type == "crawl"
-        for page in page_records(table, status.run, task.id, failures)
+        for page in page_records(table, status.run, task.id, failures, deployment.blobs)
     ]
     data = RunData(
         run=status.run,

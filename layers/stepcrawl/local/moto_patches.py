@@ -162,16 +162,37 @@ _STOP_WAIT = 10.0
 
 def _stop_waits_for_start(original: Any) -> Any:
     """``ExecutionWorker.stop``: the worker's environment is made by its thread, so a stop
-    right after the start found none and answered 500; AWS stops a just-started execution.
-    Wait (bounded) for the environment, then stop."""
+    right after the start found none and answered 500, or found it before its program ran
+    and was ignored (``set_stop`` acts on a running program only); AWS stops a just-started
+    execution. Wait (bounded) until the program has started, then stop."""
+
+    def started(worker: Any) -> bool:
+        return worker.env is not None and worker.env._program_state is not None
 
     def stop(self: Any, stop_date: Any, error: str | None, cause: str | None) -> None:
         deadline = time.monotonic() + _STOP_WAIT
-        while self.env is None and time.monotonic() < deadline:
+        while not started(self) and time.monotonic() < deadline:
             time.sleep(0.005)
         original(self, stop_date=stop_date, error=error, cause=cause)
 
     return stop
+
+
+def _next_state_ignored_once_stopped(prop: property) -> property:
+    """``Environment.next_state_name``: a state that ends after the execution was stopped
+    sets its successor on a stopped program, which raised in that branch's thread and left a
+    ``Parallel`` waiting for it for good (the execution RUNNING after StopExecution). AWS ends
+    a stopped execution ABORTED, whatever its branches were doing: the setter does nothing on
+    a stopped program."""
+    assert prop.fset is not None
+    setter = prop.fset
+
+    def set_next(self: Any, next_state_name: str) -> None:
+        if isinstance(self._program_state, ProgramStopped):
+            return
+        setter(self, next_state_name)
+
+    return property(prop.fget, set_next)
 
 
 def _final_once_stopped(original: Any) -> Any:
@@ -489,6 +510,11 @@ def apply_moto_patches() -> None:
         (ExecutionWorker, "stop", _stop_waits_for_start(ExecutionWorker.stop)),
         (Environment, "set_error", _final_once_stopped(Environment.set_error)),
         (Environment, "set_timed_out", _final_once_stopped(Environment.set_timed_out)),
+        (
+            Environment,
+            "next_state_name",
+            _next_state_ignored_once_stopped(Environment.__dict__["next_state_name"]),
+        ),
         (DynamoHandler, "call_action", _serialised(DynamoHandler.call_action)),
         (
             DynamoDBBackend,

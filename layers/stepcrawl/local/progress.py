@@ -23,6 +23,7 @@ _STYLE = {
     "running": "yellow",
     "succeeded": "green",
     "failed": "red",
+    "cancelled": "magenta",  # its run was stopped (crawl/stopping.py)
     "pending": "dim",
     "waiting": "cyan",
 }

@@ -233,7 +233,10 @@ def _task_report(task: TaskStatus, items: int, pages: list[dict[str, Any]]) -> d
 def _page_records(deployment: Deployment, status: RunStatus) -> dict[str, list[dict[str, Any]]]:
     """Each crawl task's recorded pages, as its log holds them (one query per task)."""
     return {
-        task_id: [asdict(line) for line in recorded_lines(deployment.table, status.run, task_id)]
+        task_id: [
+            asdict(line)
+            for line in recorded_lines(deployment.table, status.run, task_id, deployment.blobs)
+        ]
         for task_id, task in status.tasks.items()
         if task.type == "crawl"
     }

@@ -612,8 +612,12 @@ class SfnTokens:
             self.client.send_task_failure, taskToken=token, error=error[:256], cause=cause[:32768]
         )
 
-    def heartbeat(self, token: str) -> None:
-        self._ignore_gone(self.client.send_task_heartbeat, taskToken=token)
+    def heartbeat(self, token: str) -> bool:
+        """``False`` if the token is gone (its execution stopped, its task state timed out)."""
+        return (
+            _call(self.client.send_task_heartbeat, {"taskToken": token}, answers=_TOKEN_GONE)
+            is not None
+        )
 
 
 class DynamoBatchWriter:
