@@ -18,7 +18,12 @@ Requests are made one after another (the virtual clock does not model latency), 
 a task's log never collide here: the units are those of a crawl without retried commits, a
 floor; the serialisation of one task's appends is a separate ceiling (docs/performance.md).
 
-    .venv/bin/python bench/hot_keys.py [--rate 10000] [--hosts 5000] [--shards 4]
+With ``--tasks N`` the run has N crawl tasks started together, each over its own
+``hosts / N`` hosts at ``rate / N`` pages per second, sharing the fetch window and the
+containers: what one run's keys take when its tasks crawl at once (the run's own partition
+is written only when a task is created).
+
+    .venv/bin/python bench/hot_keys.py [--rate 10000] [--hosts 5000] [--shards 4] [--tasks 1]
 """
 
 from __future__ import annotations
@@ -39,11 +44,23 @@ from stepcrawl.crawl.messages import ControlMessage, FetchMessage, ParseBundle
 from stepcrawl.crawl.parse_stage import process_bundles
 from stepcrawl.crawl.tokens import MemoryTokens
 from stepcrawl.fetch import FetchPolicy, FetchResult
+from stepcrawl.keys import scaler_key
 from stepcrawl.pipeline import Pipeline
+from stepcrawl.scaling.policy import FETCH
 from stepcrawl.storage import MemoryBlobStore, MemoryQueue, MemoryTable, Meter, OutMessage
 from stepcrawl.storage.meter import KeyLoad
 
-__all__ = ["HALF_READ", "HALF_WRITE", "Report", "Simulation", "kind_of", "main", "simulate"]
+__all__ = [
+    "HALF_READ",
+    "HALF_WRITE",
+    "Report",
+    "Simulation",
+    "kind_of",
+    "main",
+    "simulate",
+    "task_domain",
+    "task_id",
+]
 
 #: Half of one partition's limits (1,000 WCU/s, 3,000 RCU/s): the planning rule.
 HALF_WRITE: Final = 500.0
@@ -104,11 +121,14 @@ class IndexedTable(MemoryTable):
 
 
 class SyntheticWeb:
-    """Pages of ``hosts`` synthetic hosts; every page links ``new`` URLs never handed out
-    before (on random hosts) and ``old - new`` already handed out."""
+    """Pages of ``hosts`` synthetic hosts under ``domain``; every page links ``new`` URLs never
+    handed out before (on random hosts) and ``old - new`` already handed out."""
 
-    def __init__(self, hosts: int, links: int, new: int, seed: int = 1) -> None:
+    def __init__(
+        self, hosts: int, links: int, new: int, seed: int = 1, domain: str = DOMAIN
+    ) -> None:
         self.hosts = hosts
+        self.domain = domain
         self.links = links
         self.new = new
         self.random = random.Random(seed)
@@ -120,7 +140,7 @@ class SyntheticWeb:
 
     def _url(self, host: int) -> str:
         self.count += 1
-        url = f"http://h{host}.{DOMAIN}/p{self.count}"
+        url = f"http://h{host}.{self.domain}/p{self.count}"
         self.recent.append(url)
         if len(self.recent) > 4096:
             del self.recent[:2048]
@@ -134,10 +154,15 @@ class SyntheticWeb:
 
 
 class StubFetcher:
-    """The fetch stage's fetcher without a network: every URL answers 200 with a page."""
+    """The fetch stage's fetcher without a network: every URL answers 200 with a page of the
+    web its domain belongs to."""
 
-    def __init__(self, web: SyntheticWeb) -> None:
-        self.web = web
+    def __init__(self, webs: Sequence[SyntheticWeb]) -> None:
+        self.webs = {web.domain: web for web in webs}
+
+    def page(self, url: str) -> bytes:
+        host = url.split("/", 3)[2]
+        return self.webs[host.split(".", 1)[1]].page()
 
     async def fetch_many(
         self, urls: Sequence[str], policy: FetchPolicy, concurrency: int
@@ -149,7 +174,7 @@ class StubFetcher:
                 final_url=url,
                 status=200,
                 headers={"content-type": "text/html"},
-                body=self.web.page(),
+                body=self.page(url),
                 elapsed_ms=500.0,
                 redirects=[],
                 outcome="ok",
@@ -163,22 +188,34 @@ class StubFetcher:
         return None
 
 
-def sim_pipeline(delay: float) -> Pipeline:
+def task_domain(n: int, tasks: int) -> str:
+    """The domain the ``n``-th of ``tasks`` crawl tasks crawls."""
+    return DOMAIN if tasks == 1 else f"t{n}.{DOMAIN}"
+
+
+def task_id(n: int) -> str:
+    return "crawl" if n == 0 else f"crawl_{n}"
+
+
+def sim_pipeline(delay: float, tasks: int = 1) -> Pipeline:
     return Pipeline.model_validate(
         {
             "name": "hot-keys",
+            "parallelism": max(8, tasks),
             "defaults": {
                 "politeness": {"delay": delay, "obey_robots": False},
                 "limits": {"max_depth": 100, "max_pages": 100_000_000},
             },
             "tasks": [
                 {
-                    "id": "crawl",
+                    "id": task_id(n),
                     "type": "crawl",
-                    "seeds": [f"http://h0.{DOMAIN}/"],  # replaced by the control message's
-                    "allowed_domains": [DOMAIN],
+                    # Replaced by the control message's.
+                    "seeds": [f"http://h0.{task_domain(n, tasks)}/"],
+                    "allowed_domains": [task_domain(n, tasks)],
                     "follow": [{"selector": "a[href]"}],
                 }
+                for n in range(tasks)
             ],
         }
     )
@@ -245,7 +282,7 @@ class Report:
         b = self.binding
         yield (
             f"binds first: {b.kind} ({b.pk}), at {b.headroom:.0%} of the half-limits; "
-            f"ceiling ~{self.ceiling():,.0f} pages/s for this task"
+            f"ceiling ~{self.ceiling():,.0f} pages/s for this run"
         )
 
 
@@ -253,7 +290,8 @@ def kind_of(pk: str) -> str:
     """The key kind of a partition key (``stepcrawl.keys``)."""
     head = pk.split("#", maxsplit=1)[0]
     return {
-        "RUN": "run partition (task records)",
+        "RUN": "run partition (task index)",
+        "TASK": "task record",
         "SHARD": "shard lease",
         "LOG": "task log stripe",
         "BL": "backlog shard",
@@ -277,16 +315,17 @@ def peaks_by_kind(loads: Iterable[KeyLoad]) -> list[KindPeak]:
 
 @dataclass
 class Simulation:
-    """One crawl task on in-memory storage, its containers and its virtual clock."""
+    """Crawl tasks of one run on in-memory storage, their containers and a virtual clock."""
 
-    rate: float = 10_000.0
-    hosts: int = 5_000
+    rate: float = 10_000.0  # pages per second, of all tasks together
+    hosts: int = 5_000  # of all tasks together, each task crawling its own
     shards: int = 4
     links: int = 3
     new_links: int = 2
     fetch_containers: int = 16
     parse_containers: int = 8
     tick: float = 0.05  # virtual seconds per step; 1 / tick must be whole
+    tasks: int = 1
 
     def __post_init__(self) -> None:
         self.clock = VirtualClock()
@@ -295,13 +334,20 @@ class Simulation:
         self.fetch_queue = MemoryQueue(self.meter, self.clock)
         self.parse_queue = MemoryQueue(self.meter, self.clock)
         self.blobs = MemoryBlobStore(self.meter)
-        self.web = SyntheticWeb(self.hosts, self.links, self.new_links)
-        self.fetcher = StubFetcher(self.web)
+        per_task = self.hosts // self.tasks
+        self.webs = [
+            SyntheticWeb(per_task, self.links, self.new_links, 1 + n, task_domain(n, self.tasks))
+            for n in range(self.tasks)
+        ]
+        self.fetcher = StubFetcher(self.webs)
         # Each host gets one request per delay: the crawl's pace is the engine's own.
-        self.pipeline = sim_pipeline(self.hosts / self.rate)
-        # Two seconds of fetching may wait in the queue (spaced per host by the feeder).
-        window = min(100_000, max(256, int(2 * self.rate)))
-        self.config = CrawlConfig(shards=self.shards, window=window)
+        self.pipeline = sim_pipeline(self.hosts / self.rate, self.tasks)
+        # Two seconds of fetching may wait in the queue (spaced per host by the feeder): past
+        # the deployed setting's bound, the window the scaler sets (as at that scale).
+        window = max(256, int(2 * self.rate))
+        self.config = CrawlConfig(shards=self.shards, window=min(100_000, window))
+        pk, sk = scaler_key(FETCH)
+        self.table.put({"pk": pk, "sk": sk, "window": window})
         self.fetchers = [self._container() for _ in range(self.fetch_containers)]
         self.parsers = [self._container() for _ in range(self.parse_containers)]
         self.loop = asyncio.new_event_loop()
@@ -326,23 +372,25 @@ class Simulation:
         )
 
     def start(self) -> None:
-        task = self.pipeline.tasks[0]
         data = self.pipeline.model_dump(mode="json", by_alias=True, exclude_unset=True)
-        data["tasks"][0]["seeds"] = self.web.seeds()
+        for n, web in enumerate(self.webs):
+            data["tasks"][n]["seeds"] = web.seeds()
         self.pipeline = Pipeline.model_validate(data)
         for services in self.fetchers + self.parsers:
             services.registry = StaticRegistry([self.pipeline])
-        message = ControlMessage(
-            v=1,
-            pipeline=self.pipeline.name,
-            pipeline_version=self.pipeline.version_hash(),
-            run_id=RUN,
-            execution_arn="arn:aws:states:local:000000000000:execution:hot-keys:sim",
-            task_id=task.id,
-            task_type="crawl",
-            task_token="sim-token",
-        )
-        handle_control(self.parsers[0], message)
+        for task in self.pipeline.tasks:
+            message = ControlMessage(
+                v=1,
+                pipeline=self.pipeline.name,
+                pipeline_version=self.pipeline.version_hash(),
+                run_id=RUN,
+                execution_arn="arn:aws:states:local:000000000000:execution:hot-keys:sim",
+                task_id=task.id,
+                task_type="crawl",
+                task_token=f"sim-token-{task.id}",
+                parallelism=self.pipeline.parallelism,
+            )
+            handle_control(self.parsers[0], message)
 
     def step(self) -> None:
         """One tick of virtual time: fetch what is due, parse what was fetched."""
@@ -408,6 +456,7 @@ def main() -> None:
     parser.add_argument("--parse-containers", type=int, default=8)
     parser.add_argument("--warmup", type=float, default=3.0, help="virtual seconds")
     parser.add_argument("--measure", type=float, default=2.0, help="virtual seconds")
+    parser.add_argument("--tasks", type=int, default=1, help="crawl tasks of the run")
     args = parser.parse_args()
     report = simulate(
         args.warmup,
@@ -419,6 +468,7 @@ def main() -> None:
         new_links=args.new_links,
         fetch_containers=args.fetch_containers,
         parse_containers=args.parse_containers,
+        tasks=args.tasks,
     )
     for line in report.lines():
         print(line)

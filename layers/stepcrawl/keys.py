@@ -2,7 +2,8 @@
 
 | item              | pk                              | sk                         |
 |-------------------|---------------------------------|----------------------------|
-| task record       | ``RUN#<run>``                   | ``TASK#<task>``            |
+| task record       | ``TASK#<run>#<task>``           | ``T``                      |
+| run's task index  | ``RUN#<run>``                   | ``TASK#<task>``            |
 | shard lease       | ``SHARD#<run>#<task>#<shard>``  | ``LEASE``                  |
 | task log entry    | ``LOG#<run>#<task>#<stripe>``   | ``<sequence, 10 digits>``  |
 | backlog chunk     | ``BL#<run>#<task>#<shard>``     | ``<depth>#<chunk id>#<n>`` |
@@ -23,8 +24,11 @@ sequence whose entries are spread over :data:`LOG_STRIPES` partitions by sequenc
 appends and reads never sit on one partition key; a reader knows where entry ``n`` lives and
 reads entries by key. Backlog chunks of one shard share a partition so the feeder reads them in
 order. Each shard lease has its own partition: leases are written on every feed, and on the
-run's partition they added up with the task records (docs/performance.md). The task records of
-one run share the run's partition, so that one query lists a run's tasks. The run lock is
+run's partition they added up with the task records (docs/performance.md). Each task record
+has its own partition too: every commit of the task writes it, and ten tasks of one run at
+10,000 pages/s each would pass one partition's limits if they shared one. The run's partition
+holds an index of its tasks instead (one item per task, written once when the task is
+created), so that one query lists a run's tasks. The run lock is
 written by the state machine itself (a DynamoDB ``putItem`` task state), so its key is also
 compiled into every definition.
 
@@ -76,13 +80,15 @@ __all__ = [
     "scaler_key",
     "shard_key",
     "slots_key",
+    "task_index_key",
     "task_key",
     "url_hash",
 ]
 
 #: Partition listing the crawl tasks that are running (what the periodic sweep walks).
 RUNNING_PK: Final = "RUNNING"
-#: Sort-key prefix of a run's task records (``query(run_pk(run), sk_prefix=TASK_PREFIX)``).
+#: Sort-key prefix of a run's task index (``query(run_pk(run), sk_prefix=TASK_PREFIX)``), and
+#: partition-key prefix of the task records.
 TASK_PREFIX: Final = "TASK#"
 #: Sort key of the pipeline-run lock item (partition key: :func:`pipeline_pk`).
 RUN_LOCK_SK: Final = "RUNLOCK"
@@ -93,6 +99,7 @@ LEASE_SK: Final = "LEASE"
 #: keep each stripe under a tenth of a partition's write limit at 10,000 pages/s per task.
 LOG_STRIPES: Final = 8
 _BREAKER_SK: Final = "B"
+_TASK_SK: Final = "T"
 _SCALER_SK: Final = "S"
 _PAGE_STATE_SK: Final = "S"
 #: Partition listing the runs with tasks waiting for, or holding, a slot (the sweep walks it).
@@ -113,6 +120,12 @@ def run_pk(run: str) -> str:
 
 
 def task_key(run: str, task: str) -> Key:
+    """The task record: its counters, written by every commit of the task."""
+    return (f"{TASK_PREFIX}{run}#{task}", _TASK_SK)
+
+
+def task_index_key(run: str, task: str) -> Key:
+    """The task's entry in its run's index (written once): one query lists a run's tasks."""
     return (run_pk(run), f"{TASK_PREFIX}{task}")
 
 

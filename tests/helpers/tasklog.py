@@ -1,12 +1,23 @@
-"""A crawl task's log as tests set it up and read it back (by URL, not fingerprint)."""
+"""A crawl task's record and log as tests set them up and read them back (by URL, not
+fingerprint)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from stepcrawl.crawl.tasklog import Delta, PageLine, fingerprint, url_states
-from stepcrawl.keys import log_key
+from stepcrawl.keys import log_key, task_index_key, task_key
 from stepcrawl.storage import Table
 
-__all__ = ["log_failed_url", "url_state"]
+__all__ = ["log_failed_url", "put_task_record", "url_state"]
+
+
+def put_task_record(table: Table, run: str, task: str, fields: dict[str, Any]) -> None:
+    """A task record and its entry in its run's index, as ``create_task_record`` leaves them."""
+    pk, sk = task_key(run, task)
+    table.put({"pk": pk, "sk": sk, **fields})
+    index_pk, index_sk = task_index_key(run, task)
+    table.put({"pk": index_pk, "sk": index_sk, "task": task})
 
 
 def log_failed_url(table: Table, run: str, task: str, url: str, status: int = 404) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from tests.helpers.tasklog import log_failed_url, url_state
+from tests.helpers.tasklog import log_failed_url, put_task_record, url_state
 from typer.testing import CliRunner
 
 from stepcrawl.cli import app
@@ -15,6 +15,7 @@ from stepcrawl.crawl.accounting import failure_record
 from stepcrawl.crawl.commit import PageCommit
 from stepcrawl.crawl.context import CrawlConfig
 from stepcrawl.crawl.messages import UrlRef
+from stepcrawl.keys import task_key
 from stepcrawl.names import (
     ENV_BUCKET,
     ENV_FETCH_QUEUE_URL,
@@ -29,6 +30,8 @@ from stepcrawl.storage.aws import DynamoTable
 from .conftest import Moto
 
 runner = CliRunner()
+
+
 URL = "https://shop.example.com/p/1"
 
 
@@ -38,7 +41,7 @@ def table(moto: Moto, monkeypatch: pytest.MonkeyPatch) -> DynamoTable:
     monkeypatch.setenv(ENV_TABLE, name)
     monkeypatch.delenv(ENV_FETCH_QUEUE_URL, raising=False)
     table = DynamoTable(name, client=moto.client("dynamodb"))
-    table.put({"pk": "RUN#r1", "sk": "TASK#crawl", "status": "succeeded"})
+    put_task_record(table, "r1", "crawl", {"status": "succeeded"})
     for url, status, cls in [
         ("https://a.example/x", 404, "fatal"),
         ("https://a.example/y", 503, "transient"),
@@ -114,10 +117,11 @@ def test_redrive_from_the_cli_puts_urls_back_and_feeds_them(
     services_from_env.cache_clear()
     table = DynamoTable(env[ENV_TABLE], client=moto.client("dynamodb"))
     version = pipeline.version_hash()
-    table.put(
+    put_task_record(
+        table,
+        "r1",
+        "crawl",
         {
-            "pk": "RUN#r1",
-            "sk": "TASK#crawl",
             "status": "succeeded",
             "pipeline": "shop",
             "version": version,
@@ -126,7 +130,7 @@ def test_redrive_from_the_cli_puts_urls_back_and_feeds_them(
             "failed": 1,
             "ok": 0,
             "budget": 9,
-        }
+        },
     )
     log_failed_url(table, "r1", "crawl", URL, status=503)
     page = PageCommit(UrlRef(url=URL), False, 503, "http_503", failure="transient")
@@ -136,7 +140,7 @@ def test_redrive_from_the_cli_puts_urls_back_and_feeds_them(
     assert result.exit_code == 0, result.output
     assert "re-drove 1 of 1" in result.stdout
     assert url_state(table, "r1", "crawl", URL) == "pending"
-    task = table.get(("RUN#r1", "TASK#crawl"))
+    task = table.get(task_key("r1", "crawl"))
     assert (task["status"], task["finished"], task["failed"]) == ("running", 0, 0)
     sent = sqs.receive_message(QueueUrl=fetch_queue, MaxNumberOfMessages=10)["Messages"]
     assert [json.loads(m["Body"])["ref"]["url"] for m in sent] == [URL]

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 from types import ModuleType
 
 import pytest
+from tests.helpers.bench import load_bench
 from tests.helpers.clock import FakeClock
 
 from stepcrawl.crawl.accounting import create_task_record
@@ -20,19 +18,10 @@ from stepcrawl.keys import LOG_STRIPES, log_pk, run_pk, task_key
 from stepcrawl.storage import MemoryBlobStore, MemoryQueue, MemoryTable, Meter, Write
 from stepcrawl.storage.meter import item_size, write_units
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "hot_keys.py"
-
 
 @pytest.fixture(scope="module")
 def hot_keys() -> ModuleType:
-    """bench/hot_keys.py (not a package: loaded from its file)."""
-    spec = importlib.util.spec_from_file_location("hot_keys", BENCH)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["hot_keys"] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("hot_keys")
 
 
 def test_units_are_tallied_per_key_and_second(clock: FakeClock) -> None:
@@ -99,8 +88,11 @@ def test_commits_per_second_give_the_task_records_units(clock: FakeClock) -> Non
     record = table.items[task_key("r", "t")]
     assert item_size(record) <= 1024  # so every update of it is 1 KiB, 2 WU in a transaction
     loads = {load.pk: load for load in meter.key_loads(200, 203)}
-    assert loads[run_pk("r")].peak_write == 7 * write_units(1024, transactional=True)
-    assert loads[run_pk("r")].write_units == 12 * 2.0
+    record_pk = task_key("r", "t")[0]
+    assert loads[record_pk].peak_write == 7 * write_units(1024, transactional=True)
+    assert loads[record_pk].write_units == 12 * 2.0
+    # The run's partition holds the task's index entry, written once, when it was created.
+    assert run_pk("r") not in loads
     # The log: one entry appended per commit, each on the next stripe (2 WU: < 1 KiB, in a
     # transaction), so 7 commits in a second write 7 stripes once each.
     stripes = [
@@ -124,7 +116,7 @@ def test_simulation_reports_each_key_and_the_binding_one(hot_keys: ModuleType) -
     assert 200 <= report.rate <= 600  # the politeness delay paces it near the target
     kinds = {k.kind: k for k in report.kinds}
     assert {
-        "run partition (task records)",
+        "task record",
         "shard lease",
         "task log stripe",
         "backlog shard",
@@ -145,3 +137,20 @@ def test_simulation_reports_each_key_and_the_binding_one(hot_keys: ModuleType) -
     lines = list(report.lines())
     assert lines[-1].startswith(f"binds first: {binding.kind} ({binding.pk})")
     assert report.ceiling() == pytest.approx(report.rate / binding.headroom)
+
+
+def test_the_tasks_of_one_run_write_their_own_records_not_the_runs_partition(
+    hot_keys: ModuleType,
+) -> None:
+    sim = hot_keys.Simulation(
+        rate=400.0, hosts=200, shards=2, fetch_containers=3, parse_containers=2, tasks=2
+    )
+    report = sim.run(warmup=1.0, measure=2.0)
+    assert 200 <= report.rate <= 600
+    kinds = {k.kind: k for k in report.kinds}
+    assert kinds["task record"].keys == 2  # each task's commits write its own record
+    assert "run partition (task index)" not in kinds  # written when the tasks were created
+    for n in range(2):
+        record = sim.table.items[task_key(hot_keys.RUN, hot_keys.task_id(n))]
+        assert record["finished"] > 100  # both tasks crawl, on their own hosts
+    assert {web.domain for web in sim.webs} == {"t0.sim.test", "t1.sim.test"}

@@ -16,7 +16,7 @@ from tests.helpers.demo import CRAWL_TASK, demo_pipeline
 
 from stepcrawl import names
 from stepcrawl.crawl.context import CrawlConfig
-from stepcrawl.crawl.failures import run_tasks
+from stepcrawl.crawl.task_records import run_tasks
 from stepcrawl.demo import DemoSite
 from stepcrawl.local import MemoryRunner
 from stepcrawl.metrics_catalogue import BY_NAME, MetricRecorder

@@ -16,6 +16,7 @@ from stepcrawl.breaker import BreakerConfig
 from stepcrawl.crawl.context import CrawlConfig
 from stepcrawl.crawl.failures import group_failures, list_failures, redrive
 from stepcrawl.crawl.tasklog import fingerprint, url_states
+from stepcrawl.keys import task_key
 from stepcrawl.local import MemoryRunner
 from stepcrawl.pipeline import Pipeline
 
@@ -190,7 +191,7 @@ def test_failures_are_listed_by_class_and_host_and_redrive_recovers_them(site: s
     assert recorded["gone"][0] == "done"
     assert recorded["forbidden"][0] == "done"
     assert list_failures(runner.services.table, runner.run_id) == []
-    record = runner.table.get(("RUN#" + runner.run_id, "TASK#crawl"))
+    record = runner.table.get(task_key(runner.run_id, "crawl"))
     assert record is not None
     assert record["status"] == "succeeded"
     assert record["failed"] == before["pages_failed"] - 2

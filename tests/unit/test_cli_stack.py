@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from tests.helpers.tasklog import log_failed_url, url_state
+from tests.helpers.tasklog import log_failed_url, put_task_record, url_state
 from typer.testing import CliRunner
 
 from stepcrawl.cli import app
@@ -18,7 +18,6 @@ from stepcrawl.crawl.commit import PageCommit
 from stepcrawl.crawl.context import CrawlServices, PipelineRegistry
 from stepcrawl.crawl.messages import UrlRef
 from stepcrawl.crawl.tokens import MemoryTokens
-from stepcrawl.keys import task_key
 from stepcrawl.names import (
     ENV_TABLE,
     OUTPUT_FETCH_DLQ_URL,
@@ -88,10 +87,9 @@ def stack(monkeypatch: pytest.MonkeyPatch) -> FakeStack:
 
 def failed_run(table: MemoryTable) -> None:
     """Run r1 whose crawl task finished with one URL given up on (a 404)."""
-    pk, sk = task_key("r1", "crawl")
     version = Pipeline.model_validate(PIPELINE).version_hash()
     record = {"status": "succeeded", "pipeline": "shop", "version": version}
-    table.put({"pk": pk, "sk": sk, **record, "claimed": 1, "finished": 1, "failed": 1})
+    put_task_record(table, "r1", "crawl", {**record, "claimed": 1, "finished": 1, "failed": 1})
     log_failed_url(table, "r1", "crawl", URL)
     page = PageCommit(UrlRef(url=URL), False, 404, "http_404", failure="fatal")
     table.put(failure_record("r1", "crawl", page, 1.0))

@@ -8,6 +8,7 @@ from stepcrawl.crawl.items import iter_task_items
 from stepcrawl.crawl.messages import PageEnvelope, ParseBundle, UrlRef
 from stepcrawl.crawl.parse_stage import process_bundles
 from stepcrawl.crawl.paths import items_prefix
+from stepcrawl.keys import task_key
 from stepcrawl.local import MemoryRunner
 from stepcrawl.pipeline import Pipeline
 
@@ -85,6 +86,6 @@ def test_a_bundle_that_fails_comes_back_alone(runner: MemoryRunner) -> None:
     # The same invocation again (as SQS redelivers it): nothing counted twice.
     again = process_bundles(runner.services, [bundle(SEEDS[0]), bundle(SEEDS[2])])
     assert again == [1, 1]
-    record = runner.table.get(("RUN#run-1", "TASK#crawl"))
+    record = runner.table.get(task_key("run-1", "crawl"))
     assert record is not None
     assert (record["finished"], record["items"]) == (2, 2)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from tests.helpers.tasklog import log_failed_url, url_state
+from tests.helpers.tasklog import log_failed_url, put_task_record, url_state
 
 from stepcrawl.crawl.accounting import failure_record
 from stepcrawl.crawl.commit import PageCommit
@@ -32,17 +32,17 @@ def services(table: MemoryTable) -> CrawlServices:
 
 def test_a_missing_pipeline_moves_nothing() -> None:
     table = MemoryTable()
-    pk, sk = task_key("r1", "crawl")
-    table.put(
+    put_task_record(
+        table,
+        "r1",
+        "crawl",
         {
-            "pk": pk,
-            "sk": sk,
             "status": TaskState.SUCCEEDED,
             "pipeline": "shop",
             "version": "v1",
             "finished": 1,
             "failed": 1,
-        }
+        },
     )
     log_failed_url(table, "r1", "crawl", URL, status=503)
     page = PageCommit(UrlRef(url=URL), False, 503, "http_503", failure="transient")

@@ -175,7 +175,7 @@ def test_bundles_of_one_invocation_share_an_entry_and_a_regrouped_redelivery_add
     ]
     log = TaskLog(RUN, TASK).refresh(s.table, s.blobs)
     assert log.seq == 2, "the seeds and one entry for both bundles"
-    assert log.commits["b1"] is log.commits["b2"]
+    assert log.commit_seq("b1") == log.commit_seq("b2") == 2
     before = record(s)
     assert (before["finished"], before["claimed"]) == (2, 4), "the seed, a, b, c"
     # SQS brings b2 back alone (another container): it finds its entry and redoes the
@@ -204,7 +204,7 @@ def test_a_group_whose_first_bundle_was_committed_alone_commits_only_the_rest() 
     assert [p.ref.url for p in old] == [HOME]
     assert [p.ref.url for p in new] == [HOME + "a"]
     log = TaskLog(RUN, TASK).refresh(s.table, s.blobs)
-    assert log.commits["b2"].by == "b2", "b1 is not named again by the newer entry"
+    assert log.delta_of("b2", s.table, s.blobs).by == "b2", "b1 is not named again by it"
     assert (record(s)["finished"], record(s)["claimed"]) == (2, 2)
 
 
@@ -259,7 +259,8 @@ def test_an_entry_too_big_for_an_item_spills_its_payload_to_a_blob() -> None:
     assert entry["x"].startswith(f"log/{RUN}/{TASK}/")
     fresh = TaskLog(RUN, TASK).refresh(s.table, s.blobs)  # a cold container
     assert len(fresh.seen) == 60_001
-    assert fresh.recorded == {fingerprint(HOME): "big"}
+    assert dict(fresh.recorded.items()) == {fingerprint(HOME): 2}
+    assert fresh.delta_of("big", s.table, s.blobs).spill == entry["x"]
     assert list(url_states(s.table, RUN, TASK, s.blobs).values()).count("pending") == 60_000
     assert record(s)["claimed"] == 60_001
     with pytest.raises(FatalError, match="spilled"):

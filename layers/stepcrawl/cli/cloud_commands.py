@@ -557,7 +557,7 @@ def _pipeline_files(path: Path) -> StaticRegistry:
 def _check_pipelines(services: CrawlServices, run_name: str, found: list[Failure]) -> None:
     """Every re-driven task's pipeline version must be known before anything moves: the
     re-drive looks it up only after it has put the URLs back, to feed them."""
-    from stepcrawl.crawl.failures import run_tasks  # noqa: PLC0415
+    from stepcrawl.crawl.task_records import run_tasks  # noqa: PLC0415
 
     records = run_tasks(services.table, run_name)
     for task_id in sorted({f.task for f in found} & records.keys()):

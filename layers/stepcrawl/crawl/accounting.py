@@ -24,7 +24,14 @@ from stepcrawl.crawl.states import TaskState
 from stepcrawl.crawl.stopping import RUN_STOPPED_CAUSE, cancel_task
 from stepcrawl.crawl.tasklog import Delta, fingerprint
 from stepcrawl.extract.urls import url_host
-from stepcrawl.keys import failure_key, log_key, running_key, slots_key, task_key
+from stepcrawl.keys import (
+    failure_key,
+    log_key,
+    running_key,
+    slots_key,
+    task_index_key,
+    task_key,
+)
 from stepcrawl.names import TOO_MANY_FAILURES_ERROR
 from stepcrawl.storage import All, Cond, TransactionConflict, Usage, Write
 
@@ -70,6 +77,7 @@ def create_task_record(
     """Create the task record and its log's first entry, which admits ``seeds``; ``False``
     if they exist (a redelivered start)."""
     pk, sk = task_key(run, task)
+    index = task_index_key(run, task)
     record: dict[str, Any] = {
         "pk": pk,
         "sk": sk,
@@ -96,6 +104,8 @@ def create_task_record(
                 ),
                 # A stopped run starts nothing (crawl/stopping.py), however late its start.
                 Write("check", slots_key(run), condition=Cond("stopped", "not_exists")),
+                # Listed in its run's index with the record, never apart from it (keys.py).
+                Write("put", index, item={"pk": index[0], "sk": index[1], "task": task}),
             ]
         )
         created = True

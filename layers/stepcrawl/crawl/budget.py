@@ -111,4 +111,4 @@ def _drain_chunk(
     if log is None:
         return 0  # the task ended meanwhile
     services.table.delete((chunk["pk"], chunk["sk"]))
-    return len(log.commits[by].recorded)
+    return len(log.delta_of(by, services.table, services.blobs).recorded)

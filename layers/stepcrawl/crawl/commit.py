@@ -138,7 +138,7 @@ def append(
     before: Callable[[Decision], None] | None = None,
 ) -> TaskLog | None:
     """Commit the decision of ``ids`` once; the log, in which each of ``ids`` has its delta
-    (``log.commits``), or ``None`` if the task refused. ``before`` runs on each decision
+    (``log.delta_of``), or ``None`` if the task refused. ``before`` runs on each decision
     before it is written (what must exist once it is committed: its items)."""
     log = services.task_logs.get(run, task)
     budget: int | None = None
@@ -146,7 +146,7 @@ def append(
     for _ in range(_MAX_ROUNDS):
         with log.lock:
             log.refresh(services.table, services.blobs)
-            if all(by in log.commits for by in ids):
+            if all(log.committed(by) for by in ids):
                 return log
             decision = decide(log, budget)
             seq = log.seq + 1
@@ -232,7 +232,7 @@ def commit_bundles(
     part = _ItemsPart(services, lambda name: items_part_key(pipeline, run, task, name))
 
     def decide(log: TaskLog, budget: int | None) -> Decision:
-        pending = [b for b in bundles if b.bundle_id not in log.commits]
+        pending = [b for b in bundles if not log.committed(b.bundle_id)]
         order = {by: n for n, by in enumerate(dict.fromkeys(b.bundle_id for b in pending))}
         mine = _unrecorded(log, [(b.bundle_id, page) for b in pending for page in b.pages])
         chosen: dict[int, None] = {}
@@ -263,19 +263,20 @@ def commit_bundles(
         # already in its log were committed before: their follow-ups still come from their
         # delta.
         log = services.task_logs.get(run, task)
-    part.forget_all_but({log.commits[by].part for by in ids if by in log.commits})
+    table, blobs = services.table, services.blobs
+    part.forget_all_but({log.delta_of(by, table, blobs).part for by in ids if log.committed(by)})
     out: list[list[PageCommit]] = [[] for _ in bundles]
     # Follow-ups per delta: the bundles one delta committed share its admitted links, each
     # going to its first page in the bundles' order; each page to the bundle that recorded it.
     by_delta: dict[int, list[int]] = {}
     for n, b in enumerate(bundles):
-        if b.bundle_id in log.commits:
-            by_delta.setdefault(id(log.commits[b.bundle_id]), []).append(n)
-    for members in by_delta.values():
-        delta = log.commits[bundles[members[0]].bundle_id]
+        if log.committed(b.bundle_id):
+            by_delta.setdefault(log.commit_seq(b.bundle_id), []).append(n)
+    for seq, members in by_delta.items():
+        delta = log.delta_of(bundles[members[0]].bundle_id, table, blobs)
         pages = [(bundles[n].bundle_id, n, page) for n in members for page in bundles[n].pages]
         for n, page in _as_committed(delta, pages):
-            if log.recorded.get(fingerprint(page.ref.url)) != delta.by:
+            if log.recorded.get(fingerprint(page.ref.url)) != seq:
                 continue  # re-opened (or recorded again) since: its follow-ups are not due
             if refused:  # claimed == finished: its admitted links are recorded already
                 page.children = []

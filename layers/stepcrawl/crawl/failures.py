@@ -22,11 +22,12 @@ from stepcrawl.crawl.context import CrawlServices
 from stepcrawl.crawl.frontier import REDRIVE_CHUNK, enqueue, feed_task
 from stepcrawl.crawl.messages import UrlRef
 from stepcrawl.crawl.states import TaskState
+from stepcrawl.crawl.task_records import run_tasks
 from stepcrawl.crawl.tasklog import Delta, TaskLog, fingerprint
-from stepcrawl.keys import TASK_PREFIX, failure_key, failures_pk, run_pk
+from stepcrawl.keys import failure_key, failures_pk
 from stepcrawl.storage import All, Cond, Table
 
-__all__ = ["Failure", "group_failures", "list_failures", "redrive", "run_tasks"]
+__all__ = ["Failure", "group_failures", "list_failures", "redrive"]
 
 
 @dataclass(frozen=True)
@@ -58,12 +59,6 @@ class Failure:
             at=float(item.get("at", 0)),
             kind=str(item.get("kind", "page")),
         )
-
-
-def run_tasks(table: Table, run: str) -> dict[str, dict[str, Any]]:
-    """The task records of a run, by task id."""
-    records = table.query(run_pk(run), sk_prefix=TASK_PREFIX, consistent=True)
-    return {str(r["sk"]).removeprefix(TASK_PREFIX): r for r in records}
 
 
 def list_failures(

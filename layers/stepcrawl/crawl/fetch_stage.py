@@ -50,7 +50,7 @@ from stepcrawl.fetch.policy import normalize_domain
 from stepcrawl.fetch.proxy import shown_reason
 from stepcrawl.fetch.render_options import RenderOptions
 from stepcrawl.fetch.request_options import RequestOptions
-from stepcrawl.keys import url_hash
+from stepcrawl.keys import task_key, url_hash
 from stepcrawl.metrics_catalogue import status_class, status_code
 from stepcrawl.names import (
     METRIC_BREAKER_OPEN_HOSTS,
@@ -127,6 +127,19 @@ def _seed_domains(seeds: Sequence[str]) -> list[str]:
     return domains or [_NO_DOMAIN]
 
 
+def _ended(services: CrawlServices, run: str, task: str, status: str) -> bool:
+    """Whether the task has ended, so that a message of its is dropped unfetched: one sent
+    twice (its URL recorded since), or left when its run was stopped. A cancelled task stays
+    so; a succeeded or failed one can be re-driven, which marks it running before it sends
+    anything, so a consistent read of the record tells a stray message from a re-driven one."""
+    if status == TaskState.CANCELLED:
+        return True
+    if status not in (TaskState.SUCCEEDED, TaskState.FAILED):
+        return False
+    record = services.table.get(task_key(run, task), consistent=True) or {}
+    return record.get("status") in (TaskState.SUCCEEDED, TaskState.FAILED, TaskState.CANCELLED)
+
+
 async def process_fetch_batch(
     services: CrawlServices, fetcher: BatchFetcher, messages: Sequence[FetchMessage]
 ) -> int:
@@ -145,8 +158,8 @@ async def process_fetch_batch(
             raise FatalError(f"task {task_id} of {pipeline_name} is not a crawl task")
         todo = _unique(group)
         status, hosts = read_hosts(services, run, task_id, [m.shard for m in todo])
-        if status == TaskState.CANCELLED:
-            logger.info("dropped %d URLs of task %s: its run was stopped", len(todo), task_id)
+        if _ended(services, run, task_id, status):
+            logger.info("dropped %d URLs of task %s: it has ended", len(todo), task_id)
             continue  # nothing more is fetched for it (crawl/stopping.py)
         breakers = services.breaker.states({url_host(m.ref.url) for m in todo})
         give_up_after = pipeline.settings_for(task.id).politeness.give_up_after

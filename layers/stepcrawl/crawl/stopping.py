@@ -31,7 +31,8 @@ from stepcrawl.crawl.admission import read_queue, release, retire
 from stepcrawl.crawl.context import CrawlServices
 from stepcrawl.crawl.frontier import clear_backlog
 from stepcrawl.crawl.states import AdmissionState, TaskState
-from stepcrawl.keys import TASK_PREFIX, admission_key, run_pk, running_key, slots_key, task_key
+from stepcrawl.crawl.task_records import run_tasks
+from stepcrawl.keys import admission_key, running_key, slots_key, task_key
 from stepcrawl.storage import AnyOf, Cond
 
 __all__ = ["CANCELLED", "RUN_STOPPED_CAUSE", "cancel_run", "cancel_task"]
@@ -81,8 +82,8 @@ def cancel_run(services: CrawlServices, run: str, cause: str) -> list[str]:
             condition=Cond("state", "eq", AdmissionState.WAITING),
         )
     live = (TaskState.RUNNING, TaskState.FINISHING)
-    records = services.table.query(run_pk(run), sk_prefix=TASK_PREFIX, consistent=True)
-    tasks = [str(r["sk"]).removeprefix(TASK_PREFIX) for r in records if r.get("status") in live]
+    records = run_tasks(services.table, run)
+    tasks = [task for task, record in records.items() if record.get("status") in live]
     # And those admitted whose start has not made their record yet: their slot comes back,
     # and the start finds the run stopped (``create_task_record``).
     tasks += [e.task for e in queue.admitted() if e.crawl and e.task not in tasks]

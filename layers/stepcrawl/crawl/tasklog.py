@@ -27,8 +27,9 @@ order, and each URL is admitted once and recorded once, however many fetches or 
 raced. A commit that finds its own id in the log was made before (a redelivery after a crash):
 it redoes its idempotent follow-ups from it.
 
-A container keeps the state of the tasks it served (:class:`TaskLogs`) and reads only the
-deltas after the last one it applied, by key (their stripes are known), in one batched
+A container keeps the state of the tasks it served (:class:`TaskLogs`: compact maps of
+fingerprints, 12 bytes an entry, and the last few deltas) and reads only the deltas after
+the last one it applied, by key (their stripes are known), in one batched
 consistent read per round. Fingerprints are 64 bits: the chance that two of ten
 million URLs of one task collide is about 3 in a million.
 """
@@ -42,10 +43,12 @@ import json
 import struct
 import threading
 import zlib
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from stepcrawl.crawl.fingerprints import FingerprintMap
 from stepcrawl.crawl.states import UrlState
 from stepcrawl.errors import FatalError
 from stepcrawl.keys import LOG_STRIPES, log_key, log_pk
@@ -58,6 +61,7 @@ __all__ = [
     "PageLine",
     "TaskLog",
     "TaskLogs",
+    "commit_hash",
     "fingerprint",
     "log_entries",
     "next_deltas",
@@ -73,6 +77,8 @@ __all__ = [
 LOG_TTL: Final = 366 * 86400
 #: Most entries read in one round of :meth:`TaskLog.refresh` (BatchGetItem takes 100 keys).
 _MAX_PROBE: Final = 100
+#: Deltas a task's view keeps after applying them (:attr:`TaskLog.recent`).
+_RECENT_DELTAS: Final = 64
 #: Most entries a refresh asks for in its first round. A key asked for and not there costs a
 #: read unit, like a small entry found; a reader far behind doubles its rounds instead.
 _FIRST_PROBE: Final = 8
@@ -233,40 +239,82 @@ class Delta:
         )
 
 
+def commit_hash(by: str) -> int:
+    """The 64-bit key of a commit id in :attr:`TaskLog.commits`."""
+    return fingerprint(f"commit:{by}")
+
+
 @dataclass
 class TaskLog:
-    """The state of one task as far as ``seq``: what it has seen and recorded, and by whom."""
+    """The state of one task as far as ``seq``: what it has seen and recorded, and by whom.
+
+    Each map is compact (:class:`~stepcrawl.crawl.fingerprints.FingerprintMap`, 12 bytes an
+    entry) and names entries by sequence: a container keeps no delta but the last few it
+    applied, and reads an older one by key when a redelivery asks for it (:meth:`delta_of`).
+    """
 
     run: str
     task: str
     seq: int = 0
-    seen: set[int] = field(default_factory=set)
-    #: fingerprint -> id of the commit that recorded it
-    recorded: dict[int, str] = field(default_factory=dict)
-    #: recorded as failed (what a re-drive may re-open)
-    failed: set[int] = field(default_factory=set)
-    #: commit id -> its delta (a redelivered commit redoes its follow-ups from it)
-    commits: dict[str, Delta] = field(default_factory=dict)
+    #: fingerprint -> the entry that first saw it
+    seen: FingerprintMap = field(default_factory=FingerprintMap)
+    #: fingerprint -> the entry that recorded it
+    recorded: FingerprintMap = field(default_factory=FingerprintMap)
+    #: recorded as failed (what a re-drive may re-open) -> the entry that recorded it
+    failed: FingerprintMap = field(default_factory=FingerprintMap)
+    #: :func:`commit_hash` of a commit id -> its entry (a redelivered commit redoes its
+    #: follow-ups from it)
+    commits: FingerprintMap = field(default_factory=FingerprintMap)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
     #: entries the next refresh asks for at once: what the last one found, plus one
     probe: int = field(default=_FIRST_PROBE, repr=False, compare=False)
+    #: the last deltas applied, by sequence (what a commit reads back right after it)
+    recent: OrderedDict[int, Delta] = field(default_factory=OrderedDict, repr=False, compare=False)
 
     def apply(self, delta: Delta) -> None:
-        self.seen.update(delta.admitted)
-        self.seen.update(delta.skipped)
+        seq = self.seq + 1
+        for fp in delta.admitted:
+            self.seen.add(fp, seq)
+        for fp in delta.skipped:
+            self.seen.add(fp, seq)
         for fp, line in delta.recorded:
-            self.seen.add(fp)
-            self.recorded[fp] = delta.by
+            self.seen.add(fp, seq)
+            self.recorded[fp] = seq
             if line.state == UrlState.FAILED:
-                self.failed.add(fp)
+                self.failed[fp] = seq
             else:
                 self.failed.discard(fp)
         for fp in delta.reopened:
-            self.recorded.pop(fp, None)
+            self.recorded.discard(fp)
             self.failed.discard(fp)
         for by in delta.ids():
-            self.commits[by] = delta
-        self.seq += 1
+            self.commits[commit_hash(by)] = seq
+        self.recent[seq] = delta
+        while len(self.recent) > _RECENT_DELTAS:
+            self.recent.popitem(last=False)
+        self.seq = seq
+
+    def committed(self, by: str) -> bool:
+        """Whether commit ``by`` has its entry in the log as far as read."""
+        return commit_hash(by) in self.commits
+
+    def commit_seq(self, by: str) -> int:
+        """The sequence of commit ``by``'s entry (it must be :meth:`committed`)."""
+        seq = self.commits.get(commit_hash(by))
+        if seq is None:
+            raise KeyError(by)
+        return seq
+
+    def delta_of(self, by: str, table: Table, blobs: BlobStore) -> Delta:
+        """The entry of commit ``by``: one of the last applied, or read by key."""
+        seq = self.commit_seq(by)
+        if (delta := self.recent.get(seq)) is None:
+            (delta,) = next_deltas(
+                table, self.run, self.task, seq - 1, 1, consistent=True, blobs=blobs
+            )
+        if by not in delta.ids():  # two ids of one hash: a 64-bit collision
+            raise FatalError(f"task {self.task}: commit {by} collides with {delta.by}")
+        return delta
 
     def refresh(self, table: Table, blobs: BlobStore) -> TaskLog:
         """Read and apply the deltas appended since ``seq``: consistent batched reads of the

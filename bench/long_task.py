@@ -1,0 +1,190 @@
+"""A long task: a container's engine state and a cold container's reads as a task grows.
+
+The engine's per-task state in a container is its task log (:mod:`stepcrawl.crawl.tasklog`):
+what the task has seen and recorded, read on from where the container stopped. A task of
+millions of URLs cannot be crawled through the real stages here in minutes, so its log is
+*synthetic*: entries shaped as parse commits write them (``--pages`` recorded pages and as
+many newly admitted links per entry, the steady state of a crawl whose frontier grows as fast
+as it is fetched), written in the real item format to the in-memory table. For each size:
+
+- **cold reads**: a container that never served the task makes the read of its first commit
+  (``TaskLog.refresh``): table read requests and read units;
+- **state**: the bytes that container then holds for the task (``tracemalloc``).
+
+A commit's units per key do not depend on the task's size (one entry of its own size on the
+next stripe, one update of the record); ``bench/hot_keys.py`` measures them per second.
+
+Sizes past ``--measure-up-to`` are extrapolated from the slope of the measured ones (a
+straight line through the last two), and said so. Targets (issue 24): at most 64 MiB of state
+and 100 reads before the first commit, at 100 million URLs.
+
+    .venv/bin/python bench/long_task.py [--sizes 10000,100000,1000000,10000000,100000000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import time
+import tracemalloc
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from stepcrawl.crawl.tasklog import Delta, PageLine, TaskLog
+from stepcrawl.keys import log_key
+from stepcrawl.storage import MemoryBlobStore, MemoryTable, Meter
+from stepcrawl.storage.table import Key
+
+__all__ = ["Measured", "ReadCounter", "main", "measure", "synthetic_log"]
+
+RUN: Final = "long-run"
+TASK: Final = "crawl"
+MiB: Final = 1024 * 1024
+STATE_TARGET: Final = 64 * MiB
+READS_TARGET: Final = 100
+_LINE: Final = PageLine("done", 200, "", 1, 18_000, 420.0, 12.0)
+
+
+class ReadCounter(MemoryTable):
+    """The memory table (its semantics and billing), counting read requests."""
+
+    def __init__(self, meter: Meter) -> None:
+        super().__init__(meter)
+        self.reads = 0
+
+    def get(self, key: Key, *, consistent: bool = False) -> dict[str, Any] | None:
+        self.reads += 1
+        return super().get(key, consistent=consistent)
+
+    def batch_get(self, keys: Sequence[Key], *, consistent: bool = False) -> dict[Key, Any]:
+        self.reads += -(-len(keys) // 100)  # BatchGetItem takes 100 keys a request
+        return super().batch_get(keys, consistent=consistent)
+
+    def query(self, pk: str, **kwargs: Any) -> list[dict[str, Any]]:
+        self.reads += 1
+        return super().query(pk, **kwargs)
+
+
+def synthetic_log(urls: int, pages: int, seed: int = 1) -> Iterator[Delta]:
+    """Entries of a task that has seen ``urls`` URLs: each records ``pages`` pages and admits
+    as many new links (the first admits the seeds)."""
+    rng = random.Random(seed)
+    frontier = [rng.getrandbits(64) for _ in range(pages)]
+    yield Delta(by="seed", admitted=list(frontier))
+    seen = pages
+    n = 0
+    while seen < urls:
+        new = [rng.getrandbits(64) for _ in range(min(pages, urls - seen))]
+        seen += len(new)
+        recorded, frontier = frontier[:pages], frontier[pages:] + new
+        n += 1
+        yield Delta(
+            by=f"b{n:09d}-0,b{n:09d}-1",
+            admitted=new,
+            recorded=[(fp, _LINE) for fp in recorded],
+            recorded_by=[k % 2 for k in range(len(recorded))],
+            part=f"{n:024x}",
+        )
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One size: what a cold container read and what it then holds."""
+
+    urls: int
+    entries: int
+    cold_requests: int
+    cold_read_units: float
+    state_bytes: int
+    seconds: float
+    extrapolated: bool = False
+
+    def row(self) -> str:
+        mark = " (extrapolated)" if self.extrapolated else ""
+        return (
+            f"{self.urls:>13,} {self.entries:>11,} {self.cold_requests:>13,} "
+            f"{self.cold_read_units:>13,.0f} {self.state_bytes / MiB:>14,.1f}{mark}"
+        )
+
+
+def measure(urls: int, pages: int) -> Measured:
+    """Write the synthetic log of ``urls`` URLs, then refresh a cold container's view of it."""
+    started = time.perf_counter()
+    meter = Meter()
+    table = ReadCounter(meter)
+    entries = 0
+    for seq, delta in enumerate(synthetic_log(urls, pages), start=1):
+        table.items[log_key(RUN, TASK, seq)] = delta.item(RUN, TASK, seq, 0.0)
+        entries = seq
+    before = meter.snapshot().ddb_read_units
+    tracemalloc.start()
+    log = TaskLog(RUN, TASK).refresh(table, MemoryBlobStore(meter))
+    state, _ = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert log.seq == entries
+    return Measured(
+        urls=urls,
+        entries=entries,
+        cold_requests=table.reads,
+        cold_read_units=meter.snapshot().ddb_read_units - before,
+        state_bytes=state,
+        seconds=time.perf_counter() - started,
+    )
+
+
+def extrapolate(a: Measured, b: Measured, urls: int) -> Measured:
+    """The straight line through two measured sizes, at ``urls``."""
+
+    def at(x: float, y: float) -> float:
+        return x + (y - x) * (urls - a.urls) / (b.urls - a.urls)
+
+    return Measured(
+        urls=urls,
+        entries=round(at(a.entries, b.entries)),
+        cold_requests=round(at(a.cold_requests, b.cold_requests)),
+        cold_read_units=at(a.cold_read_units, b.cold_read_units),
+        state_bytes=round(at(a.state_bytes, b.state_bytes)),
+        seconds=0.0,
+        extrapolated=True,
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="10000,100000,1000000,10000000,100000000")
+    parser.add_argument("--measure-up-to", type=int, default=1_000_000, help="URLs")
+    parser.add_argument("--pages", type=int, default=25, help="recorded pages per entry")
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    measured = [measure(n, args.pages) for n in sizes if n <= args.measure_up_to]
+    if len(measured) < 2:
+        raise SystemExit("measure at least two sizes (--measure-up-to)")
+    rows = list(measured)
+    rows += [extrapolate(measured[-2], measured[-1], n) for n in sizes if n > args.measure_up_to]
+    print(
+        f"{'URLs seen':>13} {'log entries':>11} {'cold requests':>13} "
+        f"{'cold read RU':>13} {'state MiB':>14}"
+    )
+    for row in rows:
+        print(row.row())
+    a, b = measured[-2], measured[-1]
+    per_url = (b.state_bytes - a.state_bytes) / (b.urls - a.urls)
+    reads_per_million = (b.cold_requests - a.cold_requests) / (b.urls - a.urls) * 1e6
+    print(
+        f"slope: {per_url:,.0f} bytes of state per URL seen, "
+        f"{reads_per_million:,.0f} cold read requests per million URLs "
+        f"({'flat' if per_url < 1 and reads_per_million < 1 else 'growing'})"
+    )
+    last = rows[-1]
+    for name, value, target in (
+        ("state", last.state_bytes, STATE_TARGET),
+        ("cold reads", last.cold_requests, READS_TARGET),
+    ):
+        verdict = "within" if value <= target else "over"
+        print(f"target at {last.urls:,} URLs: {name} {value:,} vs {target:,}: {verdict}")
+    print(f"measured in {sum(m.seconds for m in measured):.1f} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,44 @@
+"""bench/long_task.py: a cold container's reads and its state as a task grows, and the
+figures docs/performance.md gives for them."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from tests.helpers.bench import load_bench
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def long_task() -> ModuleType:
+    return load_bench("long_task")
+
+
+def test_the_synthetic_log_sees_each_url_once(long_task: ModuleType) -> None:
+    deltas = list(long_task.synthetic_log(1_000, 25))
+    admitted = [fp for d in deltas for fp in d.admitted]
+    assert len(admitted) == len(set(admitted)) == 1_000
+    recorded = [fp for d in deltas for fp, _ in d.recorded]
+    assert set(recorded) <= set(admitted)
+    assert len(recorded) == len(set(recorded)) == 1_000 - 25  # the last entry's links wait
+
+
+def test_a_cold_container_reads_the_whole_log_and_holds_a_few_dozen_bytes_a_url(
+    long_task: ModuleType,
+) -> None:
+    small, large = long_task.measure(10_000, 25), long_task.measure(100_000, 25)
+    assert (small.entries, large.entries) == (400, 4_000)
+    # Batched reads by key, 100 a request, doubling up from 8: a read per ~100 entries.
+    assert large.cold_requests == 43
+    slope = (large.state_bytes - small.state_bytes) / 90_000
+    assert 12 <= slope <= 60, f"{slope:.0f} bytes a URL (before issue 24's part 5: ~540)"
+    # The figures in docs/performance.md are this measurement's.
+    docs = (ROOT / "docs" / "performance.md").read_text()
+    row = re.search(r"\|\s*100,000 \|\s*4,000 \|\s*(\d+) \|\s*([\d,]+) \|\s*([\d.]+) \|", docs)
+    assert row is not None, "docs/performance.md lost the long-task table"
+    assert int(row.group(1)) == large.cold_requests
+    assert float(row.group(3)) == pytest.approx(large.state_bytes / 2**20, rel=0.2)
