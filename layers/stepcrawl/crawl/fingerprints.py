@@ -55,21 +55,19 @@ class FingerprintMap:
         return isinstance(fp, int) and self.get(fp) is not None
 
     def __setitem__(self, fp: int, value: int) -> None:
-        if not 0 < value < 2**32:
-            raise ValueError(f"value {value} out of 1 .. 2**32 - 1")
-        if self.get(fp) is None:
-            self._size += 1
-        self._recent[fp] = value
-        self._maybe_merge()
+        self._put(fp, value, new=self.get(fp) is None)
 
     def add(self, fp: int, value: int) -> None:
         """Set ``fp`` to ``value`` unless it is there already (its first value stays)."""
         if self.get(fp) is None:
-            if not 0 < value < 2**32:
-                raise ValueError(f"value {value} out of 1 .. 2**32 - 1")
-            self._size += 1
-            self._recent[fp] = value
-            self._maybe_merge()
+            self._put(fp, value, new=True)
+
+    def _put(self, fp: int, value: int, *, new: bool) -> None:
+        if not 0 < value < 2**32:
+            raise ValueError(f"value {value} out of 1 .. 2**32 - 1")
+        self._size += new
+        self._recent[fp] = value
+        self._maybe_merge()
 
     def discard(self, fp: int) -> None:
         if self.get(fp) is not None:

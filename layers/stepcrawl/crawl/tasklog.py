@@ -289,10 +289,13 @@ class TaskLog:
             self.failed.discard(fp)
         for by in delta.ids():
             self.commits[commit_hash(by)] = seq
+        self._keep(seq, delta)
+        self.seq = seq
+
+    def _keep(self, seq: int, delta: Delta) -> None:
         self.recent[seq] = delta
         while len(self.recent) > _RECENT_DELTAS:
             self.recent.popitem(last=False)
-        self.seq = seq
 
     def committed(self, by: str) -> bool:
         """Whether commit ``by`` has its entry in the log as far as read."""
@@ -312,6 +315,7 @@ class TaskLog:
             (delta,) = next_deltas(
                 table, self.run, self.task, seq - 1, 1, consistent=True, blobs=blobs
             )
+            self._keep(seq, delta)  # a redelivery asks for it again for its follow-ups
         if by not in delta.ids():  # two ids of one hash: a 64-bit collision
             raise FatalError(f"task {self.task}: commit {by} collides with {delta.by}")
         return delta
