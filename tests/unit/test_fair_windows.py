@@ -21,11 +21,11 @@ from stepcrawl.crawl.fairness import (
     in_flight,
     weight,
 )
-from stepcrawl.crawl.frontier import enqueue
-from stepcrawl.crawl.messages import UrlRef
+from stepcrawl.crawl.frontier import enqueue, feed_task
+from stepcrawl.crawl.messages import FetchMessage, UrlRef
 from stepcrawl.crawl.tokens import MemoryTokens
 from stepcrawl.keys import running_key, shard_key, task_key
-from stepcrawl.pipeline import Pipeline
+from stepcrawl.pipeline import Pipeline, Politeness
 from stepcrawl.storage import MemoryBlobStore, MemoryQueue, MemoryTable, OutMessage
 
 INF = math.inf
@@ -240,3 +240,37 @@ def test_allowance_alone_is_the_free_window_and_shared_is_the_share() -> None:
     now[0] += VIEW_TTL
     assert allowance(s, run="ra", task="t", priority=100, free=7) == 0  # share 18, 18 in flight
     assert allowance(s, run="ra", task="t", priority=100, free=0) == 0
+
+
+def test_a_full_window_is_shared_by_every_shard_of_a_task() -> None:
+    """With the window nearly full, each feed has a few slots: the shard fed first must vary,
+    or the first shard with a backlog takes every slot and the others wait until it drains
+    (seen in bench/hot_keys.py: two of four shards fed nothing for seconds on end)."""
+    s = services(CrawlConfig(shards=4, window=4))
+    queue = MemoryQueue()
+    s.fetch_queue = queue
+    p = pipeline("a", 100)
+    s.registry = StaticRegistry([p])
+    urls = [UrlRef(url=f"http://h{n}.test/p", depth=1) for n in range(400)]
+    enqueue(s, "r", "t", urls, "links-1")
+    politeness = Politeness(delay=0, obey_robots=False)
+    sent_by_shard: dict[int, int] = {}
+    for _ in range(40):  # each round a page finishes and its commit feeds the free slot
+        queue.drain()
+        queue.send_batch([OutMessage("{}") for _ in range(3)])  # three stay in flight
+        feed_task(
+            s,
+            pipeline=p.name,
+            version=p.version_hash(),
+            run="r",
+            task="t",
+            politeness=politeness,
+            priority=100,
+        )
+        for message in queue.drain():
+            if message.body != "{}":
+                shard = FetchMessage.model_validate_json(message.body).shard
+                sent_by_shard[shard] = sent_by_shard.get(shard, 0) + 1
+    assert sum(sent_by_shard.values()) == 40
+    assert set(sent_by_shard) == {0, 1, 2, 3}, sent_by_shard
+    assert min(sent_by_shard.values()) >= 3, sent_by_shard

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+import random
 import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -342,6 +343,9 @@ def feed_task(
 
     Called after every commit and by the periodic sweeper: a shard whose feeding was
     refused (window full, share used, lease held, a stale read) is fed by the next sweep.
+    The shard fed first is drawn anew each time: with the window nearly full a feed has a
+    few slots, and a fixed order gave them all to the first shard with a backlog while the
+    others waited until it drained (and wrote its lease on every feed).
     """
     free = services.window() - services.fetch_queue.approximate_depth()
     if free <= 0:
@@ -351,7 +355,9 @@ def feed_task(
     quota = allowance(services, run=run, task=task, priority=priority, free=free)
     left = quota
     total = 0
-    for shard in range(services.config.shards):
+    shards = services.config.shards
+    first = random.randrange(shards)  # noqa: S311 - an order, not a secret
+    for shard in [(first + n) % shards for n in range(shards)]:
         if left <= 0:
             break
         sent = feed(
