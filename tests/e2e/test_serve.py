@@ -95,8 +95,13 @@ def test_start_and_cancel_a_run(served: dict[str, str]) -> None:
     assert started.stdout.strip() == "to-cancel"
     cancelled = _run(served, stepcrawl, "cancel", "to-cancel")
     assert cancelled.returncode == 0, cancelled.stderr
+    # The stop reaches the execution asynchronously: wait (generously) until it has ended.
+    deadline = time.monotonic() + 120
     status = _run(served, stepcrawl, "status", "to-cancel", "--json")
-    assert status.returncode == 1  # the run did not succeed
+    while json.loads(status.stdout)["status"] == "RUNNING" and time.monotonic() < deadline:
+        time.sleep(0.5)
+        status = _run(served, stepcrawl, "status", "to-cancel", "--json")
+    assert status.returncode == 1, status.stdout  # the run did not succeed
     assert json.loads(status.stdout)["status"] == "ABORTED"
     unknown = _run(served, stepcrawl, "status", "no-such-run")
     assert unknown.returncode == 2
