@@ -21,9 +21,11 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+from stepcrawl.demo.loopback import serve_loopback
 
 __all__ = ["EXPECTED", "PRODUCTS", "JsSite", "js_pipeline", "js_site"]
 
@@ -138,17 +140,10 @@ def _handler(site: JsSite) -> type[BaseHTTPRequestHandler]:
 @contextmanager
 def js_site(api_delay: float = 0.3) -> Iterator[JsSite]:
     site = JsSite(api_delay=api_delay)
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(site))
-    server.daemon_threads = True
-    site.port = server.server_address[1]
-    site.base = f"http://127.0.0.1:{site.port}"
-    thread = threading.Thread(target=server.serve_forever, name="js-site", daemon=True)
-    thread.start()
-    try:
+    with serve_loopback(_handler(site), "js-site") as port:
+        site.port = port
+        site.base = f"http://127.0.0.1:{port}"
         yield site
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def js_pipeline(site: JsSite, *, render: bool, name: str = "js-shop") -> str:

@@ -3,10 +3,14 @@
 The worker plays the dispatcher: it reads the control queue, records when each task started
 and ended, and answers the token after a scripted delay with success or failure. Tasks can
 also be held until a test releases them, to keep a run "live" for overlap tests.
+
+The browser tests share ``loop`` and ``browser``: one event loop and one browser fetcher with
+the OS's Chromium per module (a test using them is skipped, saying why, without one).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 import time
@@ -19,8 +23,11 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 from moto import mock_aws
+from tests.helpers.browser import chromium
 
 from stepcrawl.compiler import compile_pipeline, definition_json, substitute
+from stepcrawl.fetch import NetworkGuard
+from stepcrawl.fetch.browser import BrowserFetcher
 from stepcrawl.local import apply_moto_patches
 from stepcrawl.names import PLACEHOLDER_CONTROL_QUEUE_URL, PLACEHOLDER_TABLE_NAME
 from stepcrawl.pipeline import Pipeline
@@ -231,3 +238,21 @@ def serve() -> Iterator[Callable[[type[BaseHTTPRequestHandler]], str]]:
     for server in servers:
         server.shutdown()
         server.server_close()
+
+
+@pytest.fixture(scope="module")
+def loop() -> Iterator[asyncio.AbstractEventLoop]:
+    loop = asyncio.new_event_loop()
+    yield loop
+    loop.close()
+
+
+@pytest.fixture(scope="module")
+def browser(loop: asyncio.AbstractEventLoop) -> Iterator[BrowserFetcher]:
+    _, executable = chromium()
+    # 127.0.0.1 plays the internet: every other private address stays refused
+    fetcher = BrowserFetcher(
+        guard=NetworkGuard.with_exemptions(["127.0.0.1/32"]), executable=executable
+    )
+    yield fetcher
+    loop.run_until_complete(fetcher.aclose())

@@ -15,10 +15,9 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from tests.helpers.browser import chromium
 from tests.helpers.js_site import PRODUCTS, JsSite, js_site
 
-from stepcrawl.fetch import NetworkGuard
+from stepcrawl.fetch import browser as browser_module
 from stepcrawl.fetch.browser import BrowserFetcher
 from stepcrawl.fetch.policy import FetchPolicy
 from stepcrawl.fetch.render_options import RenderOptions
@@ -30,24 +29,6 @@ pytestmark = pytest.mark.slow
 def site() -> Iterator[JsSite]:
     with js_site(api_delay=0.2) as served:
         yield served
-
-
-@pytest.fixture(scope="module")
-def loop() -> Iterator[asyncio.AbstractEventLoop]:
-    loop = asyncio.new_event_loop()
-    yield loop
-    loop.close()
-
-
-@pytest.fixture(scope="module")
-def browser(loop: asyncio.AbstractEventLoop) -> Iterator[BrowserFetcher]:
-    _, executable = chromium()
-    # 127.0.0.1 plays the internet: every other private address stays refused
-    fetcher = BrowserFetcher(
-        guard=NetworkGuard.with_exemptions(["127.0.0.1/32"]), executable=executable
-    )
-    yield fetcher
-    loop.run_until_complete(fetcher.aclose())
 
 
 def policy(wait_for: str | None = "ul.products li", timeout: float = 10.0) -> FetchPolicy:
@@ -71,9 +52,15 @@ def test_the_body_is_the_rendered_dom(
 def test_load_event_alone_misses_what_comes_after_it(
     site: JsSite, browser: BrowserFetcher, loop: asyncio.AbstractEventLoop
 ) -> None:
-    result = loop.run_until_complete(browser.fetch(f"{site.base}/", policy(wait_for=None)))
+    result = loop.run_until_complete(browser.fetch(f"{site.base}/", policy(wait_for="load")))
     assert result.outcome == "ok"
     assert b"Brass lamp" not in result.body  # the API answers after the load event
+    # no wait_for, and no rule applies to the page (a listing): ready once the network has
+    # been idle for 500 ms, after the API's answer
+    listing = loop.run_until_complete(browser.fetch(f"{site.base}/", policy(wait_for=None)))
+    assert listing.outcome == "ok", listing.detail
+    assert b"Brass lamp" in listing.body
+    assert not listing.render_unmatched
 
 
 def test_the_guard_blocks_private_and_metadata_sub_requests(
@@ -127,6 +114,18 @@ def test_a_page_that_never_gets_ready_ends_failed_within_its_cap(
     # the browser still renders afterwards
     after = loop.run_until_complete(browser.fetch(f"{site.base}/", policy()))
     assert after.outcome == "ok"
+
+
+def test_a_recycled_browser_is_closed_after_its_last_page_not_under_it(
+    site: JsSite,
+    browser: BrowserFetcher,
+    loop: asyncio.AbstractEventLoop,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(browser_module, "PAGES_PER_BROWSER", 2)  # recycled every 2 pages
+    urls = [f"{site.base}/", f"{site.base}/page/2"] * 4
+    results = loop.run_until_complete(browser.fetch_many(urls, policy(), 4))
+    assert [r.reason for r in results] == ["ok"] * len(urls), [r.detail for r in results]
 
 
 def test_no_browser_is_a_clear_failure(site: JsSite) -> None:

@@ -63,6 +63,8 @@ def test_render_keys_load(tmp_path: Path) -> None:
     assert crawl("    render: browser\n    wait_for: networkidle\n", tmp_path).wait_for == (
         "networkidle"
     )
+    # the load event, as before the default waited for the task's item selectors
+    assert crawl("    render: browser\n    wait_for: load\n", tmp_path).wait_for == "load"
 
 
 @pytest.mark.parametrize(
@@ -73,6 +75,7 @@ def test_render_keys_load(tmp_path: Path) -> None:
         ("    render: browser\n    render_timeout: 500s\n", 7, "less than or equal to 120"),
         ("    render: browser\n    render_timeout: 0.5\n", 7, "greater than or equal to 1"),
         ("    wait_for: networkidle\n", 3, "sets wait_for but renders no page"),
+        ("    wait_for: load\n", 3, "sets wait_for but renders no page"),
         ("    render_timeout: 10s\n", 3, "sets render_timeout but renders no page"),
         ("    follow:\n      - render: browser\n", 3, "follow rule with render but no allow"),
         ("    follow:\n      - {allow: [x], render: yes}\n", 7, "'browser'"),

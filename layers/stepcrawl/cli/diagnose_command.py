@@ -71,7 +71,10 @@ def _print(found: Diagnosis, top: int) -> None:
         f"run {found.run} ({found.pipeline}, {found.status}): windows of "
         f"{found.window_seconds:g}s; causes overlap across dimensions"
     )
-    shown = False
+    unmatched = found.unmatched_line()
+    if unmatched:
+        out.print(f"[yellow]{unmatched}[/yellow]", soft_wrap=True)
+    shown = unmatched is not None
     for kind in KINDS:
         causes = found.ranked(kind)[:top]
         if not causes:

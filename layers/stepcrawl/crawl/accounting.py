@@ -58,6 +58,7 @@ _COUNTERS = (
     "dropped",
     "skipped",
     "parser_errors",
+    "render_unmatched",  # render: browser without wait_for (fetch/render_options.py)
     "unchanged",  # incremental tasks (crawl/incremental.py)
     "deleted",
 )
@@ -243,6 +244,8 @@ def task_summary(record: dict[str, Any]) -> dict[str, Any]:
         "items_dropped": int(record.get("dropped", 0)),
         "pages_skipped": int(record.get("skipped", 0)),
         "parser_errors": int(record.get("parser_errors", 0)),
+        # Rendered pages where no item selector matched within render_timeout.
+        "render_unmatched": int(record.get("render_unmatched", 0)),
         # Incremental tasks: pages recorded unchanged, known pages gone (tombstones).
         "pages_unchanged": int(record.get("unchanged", 0)),
         "pages_deleted": int(record.get("deleted", 0)),

@@ -78,6 +78,8 @@ class PageCommit:
     unchanged: bool = False
     deleted: bool = False
     state: PageState | None = None
+    #: A rendered page whose task's item selectors never matched (fetch/render_options.py).
+    render_unmatched: bool = False
     #: the page's items as extracted (what its commit writes to the items part)
     rows: list[dict[str, Any]] = field(default_factory=list, repr=False)
 
@@ -360,6 +362,7 @@ def _counters(
         "dropped": sum(p.dropped for p in mine),
         "skipped": skipped,
         "parser_errors": sum(p.failure == "parser" for p in mine),
+        "render_unmatched": sum(p.render_unmatched for p in mine),
         "unchanged": sum(p.unchanged for p in mine),
         "deleted": sum(p.deleted for p in mine),
         "bytes": sum(p.size for p in mine),

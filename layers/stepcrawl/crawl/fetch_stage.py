@@ -106,7 +106,7 @@ def fetch_policy(pipeline: Pipeline, task: CrawlTask) -> FetchPolicy:
         allow_private_network=task.allow_private_network,
         obey_robots=settings.politeness.obey_robots,
         request=RequestOptions.of(task.headers, task.cookies, task.proxy),
-        render=RenderOptions(task.wait_for, task.render_timeout),  # render: browser
+        render=RenderOptions.of(task.wait_for, task.render_timeout, task.extract),  # browser
     )
 
 
@@ -372,6 +372,7 @@ def _outcomes(
             size=len(result.body),
             digest=hashlib.blake2b(result.body, digest_size=8).hexdigest(),
             failure="" if outcome == "ok" else outcome,
+            render_unmatched=result.render_unmatched,
         )
         if outcome != "ok":
             _log_failure(message, pipeline.name, outcome, result)

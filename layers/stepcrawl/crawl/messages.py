@@ -120,6 +120,9 @@ class PageEnvelope(_Message):
     size: int = 0
     digest: str = Field("", description="Hash of the body: a re-fetch is another bundle.")
     failure: str = Field("", description="Failure class of a failed page (fatal, transient...).")
+    #: A rendered page whose item selectors never matched (:class:`~stepcrawl.fetch.
+    #: FetchResult`): counted on its task.
+    render_unmatched: bool = False
     #: Incremental tasks only (crawl/incremental.py); None for the others.
     revisit: Revisit | None = None
     #: ``archive: warc`` tasks only (stepcrawl/archive); None for the others.

@@ -284,6 +284,7 @@ def _extract(
         size=envelope.size,
         fetch_ms=envelope.elapsed_ms,
         parse_ms=(time.perf_counter() - started) * 1000,
+        render_unmatched=envelope.render_unmatched,
     )
     if task.incremental:  # changed or not; what the page leaves for the next run
         page_items = settle(task, envelope, commit, page_items, parsed.links)
@@ -299,4 +300,5 @@ def _failed(envelope: PageEnvelope, reason: str, failure: str) -> PageCommit:
         failure=failure,
         size=envelope.size,
         fetch_ms=envelope.elapsed_ms,
+        render_unmatched=envelope.render_unmatched,
     )

@@ -18,6 +18,11 @@ its own *base* (what its shares are shares of):
   no page was recorded, and scaler ticks that saw open breakers or throttling (local runs).
 - ``backlog``: an unfinished crawl's URLs still waiting, by what they wait for.
 
+Beside the causes, a count that is no share of anything: per crawl task, its rendered pages
+where no item selector matched within ``render_timeout`` (:attr:`Diagnosis.render_unmatched`;
+pages failed ``render_timeout`` or read as they were: content that never came, or selectors
+that do not fit the pages).
+
 ``lift`` says how concentrated a cause is where the pages' own spread is known (windows,
 tasks): its share over its share of the pages, so a window holding 10 % of the pages and 80 %
 of the failures has a lift of 8, while a host that served every page explains nothing more
@@ -109,6 +114,19 @@ class Diagnosis:
     bases: dict[str, float]
     causes: list[Cause] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: Per crawl task (those with any): rendered pages where no item selector matched.
+    render_unmatched: dict[str, int] = field(default_factory=dict)
+
+    def unmatched_line(self) -> str | None:
+        """The rendered pages where no item selector matched, in words (None: there are none)."""
+        if not self.render_unmatched:
+            return None
+        total = sum(self.render_unmatched.values())
+        tasks = ", ".join(f"task {t}: {n}" for t, n in sorted(self.render_unmatched.items()))
+        return (
+            f"rendered pages where no item selector matched within render_timeout: {total} "
+            f"({tasks})"
+        )
 
     def ranked(self, kind: str | None = None, dimension: str | None = None) -> list[Cause]:
         """Causes (of one kind, one dimension) by share, highest first."""
@@ -131,6 +149,7 @@ class Diagnosis:
             "bases": {k: {"of": BASES[k], "total": v} for k, v in self.bases.items()},
             "causes": [c.as_dict() for c in self.causes],
             "notes": list(self.notes),
+            "render_unmatched": dict(self.render_unmatched),
         }
 
 
@@ -188,6 +207,9 @@ def diagnose(run: RunData, window: float | None = None) -> Diagnosis:
         bases=bases,
         causes=causes,
         notes=notes,
+        render_unmatched={
+            t.id: t.render_unmatched for t in run.tasks.values() if t.render_unmatched
+        },
     )
 
 

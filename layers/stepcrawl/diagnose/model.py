@@ -82,12 +82,14 @@ class ScalingTick:
 
 @dataclass(frozen=True)
 class TaskInfo:
-    """A task of the run: what it is, how it ended, how long it ran."""
+    """A task of the run: what it is, how it ended, how long it ran, and (a crawl task that
+    renders) its rendered pages where no item selector matched (fetch/render_options.py)."""
 
     id: str
     type: str
     state: str = "succeeded"
     seconds: float | None = None
+    render_unmatched: int = 0
 
 
 @dataclass(frozen=True)

@@ -101,7 +101,12 @@ def run_data(
         status=status.status,
         seconds=(status.stopped - status.started).total_seconds() if status.stopped else None,
         started=status.started.timestamp(),
-        tasks={t.id: TaskInfo(t.id, t.type, t.state, t.seconds) for t in status.tasks.values()},
+        tasks={
+            t.id: TaskInfo(
+                t.id, t.type, t.state, t.seconds, int(t.counters.get("render_unmatched", 0))
+            )
+            for t in status.tasks.values()
+        },
         pages=pages,
         failures=failures,
         waiting={t: dict(r) for t, r in (waiting or {}).items()},
@@ -158,6 +163,7 @@ def from_report(path: Path) -> RunData:
             str(info.get("type", "")),
             str(info.get("state", "")),
             float(info["seconds"]) if info.get("seconds") is not None else None,
+            int(info.get("render_unmatched") or 0),
         )
         for task_id, info in dict(report["tasks"]).items()
     }

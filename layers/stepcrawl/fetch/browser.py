@@ -21,10 +21,14 @@ Safety, per page:
   does not need them). Only http(s) is requested;
 * no downloads (``accept_downloads=False``: a download ends the page ``content_type``), no
   service workers, one fresh browser context (cookies, storage) per page;
-* a bounded wait: the whole page (load, ``wait_for``, reading the DOM) within the task's
-  ``render_timeout``; a page not ready by then ends ``render_timeout`` (fatal: the same page
-  would not get ready on a retry). Closing is bounded too, and a browser that fails to close a
-  page, or crashed, is thrown away and launched anew for the next page.
+* a bounded wait: the whole page (load, the wait for it to be ready, reading the DOM) within
+  the task's ``render_timeout``; a page not ready by then ends ``render_timeout`` (fatal: the
+  same page would not get ready on a retry). What "ready" is comes from the task
+  (:meth:`~stepcrawl.fetch.render_options.RenderOptions.page_wait`): its ``wait_for``, else
+  its item selectors; a page whose item selectors never matched is flagged
+  (``FetchResult.render_unmatched``) for the task's count. Closing is bounded too, and a
+  browser that fails to close a page, or crashed, is thrown away and launched anew for the
+  next page.
 
 Without Playwright or a Chromium executable every URL ends ``render_unavailable`` (fatal),
 its detail saying what to install.
@@ -54,9 +58,11 @@ from stepcrawl.fetch.classify import classify, http_reason
 from stepcrawl.fetch.client import Fetcher
 from stepcrawl.fetch.guard import NetworkGuard
 from stepcrawl.fetch.policy import FetchPolicy
+from stepcrawl.fetch.readiness import ms_until, not_ready, wait_until_ready
+from stepcrawl.fetch.render_options import ITEMS, PageWait
 from stepcrawl.fetch.result import FetchResult
 from stepcrawl.names import ENV_CHROMIUM
-from stepcrawl.pipeline.render_keys import NETWORK_IDLE
+from stepcrawl.pipeline.render_keys import LOAD_EVENT, NETWORK_IDLE
 
 __all__ = [
     "BROWSERS",
@@ -122,11 +128,15 @@ class _Trace:
     #: Why the main document itself was refused (the page's reason), if it was.
     refusal: FetchAbort | None = None
     skipped: int = 0
+    #: What the page waits for to be ready, and whether its wait ended without it.
+    wait: PageWait = field(default_factory=lambda: PageWait(LOAD_EVENT))
+    unready: bool = False
 
 
 class BrowserFetcher:
     """Renders URLs in one headless Chromium per instance (launched on first use, replaced
-    when it crashes, fails to close a page, or has rendered :data:`PAGES_PER_BROWSER` pages).
+    when it crashes, fails to close a page, or has rendered :data:`PAGES_PER_BROWSER` pages:
+    then the pages still rendering in it finish there, and it is closed after the last).
 
     Like :class:`~stepcrawl.fetch.Fetcher`, an instance belongs to one event loop (a
     container's); :meth:`aclose` ends the browser.
@@ -148,6 +158,9 @@ class BrowserFetcher:
         self._playwright: Any = None
         self._browser: Any = None
         self._pages = 0
+        #: Pages being rendered, per browser: a recycled browser is closed after its last
+        #: one, not under the pages still rendering in it.
+        self._in_flight: dict[Any, int] = {}
         self._launching: asyncio.Lock | None = None
 
     # ------------------------------------------------------------------ the BatchFetcher side
@@ -179,6 +192,8 @@ class BrowserFetcher:
 
     async def aclose(self) -> None:
         await self._drop_browser()
+        for retired in list(self._in_flight):  # recycled, with pages that never ended
+            await self._close(retired)
         if self._playwright is not None:
             playwright, self._playwright = self._playwright, None
             try:
@@ -193,7 +208,7 @@ class BrowserFetcher:
         """Render one URL under ``policy``; a result whatever happens, within
         ``policy.render.timeout`` (plus the bounded close)."""
         started = time.perf_counter()
-        trace = _Trace(url=url, final_url=url)
+        trace = _Trace(url=url, final_url=url, wait=policy.render.page_wait(url))
         body, reason, detail = b"", "ok", ""
         try:
             body, reason, detail = await self._render(url, policy, trace)
@@ -222,11 +237,22 @@ class BrowserFetcher:
             outcome=classify(reason, trace.status),
             reason=reason,
             detail=detail[:_MAX_DETAIL],
+            # the task's item selectors never matched: failed (render_timeout) or read as it was
+            render_unmatched=trace.wait.kind == ITEMS
+            and (trace.unready or reason == "render_timeout"),
         )
 
     async def _render(self, url: str, policy: FetchPolicy, trace: _Trace) -> tuple[bytes, str, str]:
         await self._check_navigation(url, policy)  # nothing is launched for a refused URL
         browser = await self._browser_for_page()
+        try:
+            return await self._in_context(browser, url, policy, trace)
+        finally:
+            await self._page_done(browser)
+
+    async def _in_context(
+        self, browser: Any, url: str, policy: FetchPolicy, trace: _Trace
+    ) -> tuple[bytes, str, str]:
         budget = policy.render.timeout
         deadline = time.monotonic() + budget
         context = await browser.new_context(
@@ -238,13 +264,14 @@ class BrowserFetcher:
             async with asyncio.timeout(budget):
                 return await self._load(context, url, policy, trace, deadline)
         except TimeoutError:
-            raise FetchAbort("render_timeout", _not_ready(policy, budget)) from None
+            raise FetchAbort("render_timeout", not_ready(trace.wait, budget)) from None
         finally:
             try:
                 await asyncio.wait_for(context.close(), CLOSE_TIMEOUT)
             except Exception:  # noqa: BLE001 - a browser that cannot close a page is replaced
                 logger.warning("closing the page of %s failed; replacing the browser", url)
-                await self._drop_browser()
+                if browser is self._browser:
+                    await self._drop_browser()
 
     async def _load(
         self, context: Any, url: str, policy: FetchPolicy, trace: _Trace, deadline: float
@@ -254,20 +281,15 @@ class BrowserFetcher:
 
         await context.route("**/*", self._router(policy, trace))
         page = await context.new_page()
-        wait_for = policy.render.wait_for
-
-        def left() -> float:
-            """Milliseconds left of the page's budget (Playwright's timeouts)."""
-            return max(1.0, (deadline - time.monotonic()) * 1000)
-
+        budget = policy.render.timeout
         try:
             response = await page.goto(
                 url,
-                wait_until="networkidle" if wait_for == NETWORK_IDLE else "load",
-                timeout=left(),
+                wait_until="networkidle" if trace.wait.kind == NETWORK_IDLE else "load",
+                timeout=ms_until(deadline),
             )
         except PlaywrightTimeout:
-            raise FetchAbort("render_timeout", _not_ready(policy, policy.render.timeout)) from None
+            raise FetchAbort("render_timeout", not_ready(trace.wait, budget)) from None
         except PlaywrightError as exc:
             if trace.refusal is not None:
                 raise trace.refusal from None
@@ -284,13 +306,7 @@ class BrowserFetcher:
             return b"", http_reason(status), ""
         if not policy.allows_content_type(trace.headers.get("content-type")):
             raise FetchAbort("content_type", trace.headers.get("content-type") or "no Content-Type")
-        if wait_for is not None and wait_for != NETWORK_IDLE:
-            try:
-                await page.wait_for_selector(wait_for, state="attached", timeout=left())
-            except PlaywrightTimeout:
-                raise FetchAbort(
-                    "render_timeout", _not_ready(policy, policy.render.timeout)
-                ) from None
+        trace.unready = not await wait_until_ready(page, trace.wait, budget, deadline, url)
         html: str = await page.content()
         trace.final_url = page.url or trace.final_url
         body = html.encode("utf-8")
@@ -300,7 +316,8 @@ class BrowserFetcher:
         trace.headers["content-type"] = "text/html; charset=utf-8"
         for name in ("content-encoding", "content-length", "transfer-encoding"):
             trace.headers.pop(name, None)
-        return body, "ok", ""
+        unready = f"{not_ready(trace.wait, budget)}; read as it was" if trace.unready else ""
+        return body, "ok", unready
 
     def _router(self, policy: FetchPolicy, trace: _Trace) -> Any:
         """The page's request handler: each request sent, or aborted with the reason kept."""
@@ -383,15 +400,26 @@ class BrowserFetcher:
         if self._launching is None:
             self._launching = asyncio.Lock()
         async with self._launching:
-            if self._browser is not None and (
-                not self._browser.is_connected() or self._pages >= PAGES_PER_BROWSER
-            ):
+            if self._browser is not None and not self._browser.is_connected():
                 await self._drop_browser()
+            elif self._browser is not None and self._pages >= PAGES_PER_BROWSER:
+                retired, self._browser = self._browser, None
+                if not self._in_flight.get(retired):
+                    await self._close(retired)
             if self._browser is None:
                 self._browser = await self._launch()
                 self._pages = 0
             self._pages += 1
+            self._in_flight[self._browser] = self._in_flight.get(self._browser, 0) + 1
             return self._browser
+
+    async def _page_done(self, browser: Any) -> None:
+        """One page of ``browser`` is done: a retired browser goes with its last page."""
+        if browser not in self._in_flight:
+            return  # dropped (and closed) meanwhile
+        self._in_flight[browser] -= 1
+        if not self._in_flight[browser] and browser is not self._browser:
+            await self._close(browser)
 
     async def _launch(self) -> Any:
         try:
@@ -422,8 +450,11 @@ class BrowserFetcher:
 
     async def _drop_browser(self) -> None:
         browser, self._browser = self._browser, None
-        if browser is None:
-            return
+        if browser is not None:
+            await self._close(browser)
+
+    async def _close(self, browser: Any) -> None:
+        self._in_flight.pop(browser, None)
         try:
             await asyncio.wait_for(browser.close(), CLOSE_TIMEOUT)
         except Exception:
@@ -456,9 +487,3 @@ def _task_headers(policy: FetchPolicy) -> dict[str, str]:
     if policy.request.cookie:
         headers["Cookie"] = policy.request.cookie
     return headers
-
-
-def _not_ready(policy: FetchPolicy, budget: float) -> str:
-    wait_for = policy.render.wait_for
-    what = f"wait_for {wait_for!r}" if wait_for else "the load event"
-    return f"the page was not ready ({what}) within render_timeout {budget:g}s"

@@ -73,6 +73,10 @@ class FetchResult:
     detail: str = field(default="", compare=False)
     #: The request and response head behind ``status`` (None when no response came).
     exchange: Exchange | None = field(default=None, compare=False)
+    #: A rendered page whose task's item selectors never matched within its render_timeout
+    #: (the wait without ``wait_for``; fetch/render_options.py): failed ``render_timeout``,
+    #: or read as it was. Counted on the task (``render_unmatched``).
+    render_unmatched: bool = field(default=False, compare=False)
 
     @property
     def ok(self) -> bool:

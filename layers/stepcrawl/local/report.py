@@ -55,6 +55,7 @@ _COUNTERS = (
     "bytes",
     "dropped",
     "skipped",
+    "render_unmatched",  # render: browser without wait_for (fetch/render_options.py)
     "unchanged",  # incremental tasks (crawl/incremental.py)
     "deleted",
 )
@@ -155,6 +156,13 @@ def run_warnings(report: Mapping[str, Any]) -> list[str]:
         if task.get("stopped")
     ]
     warnings += [
+        f"task {task_id}: {n} rendered page(s) where no item selector matched within "
+        "render_timeout: their content never came, or the task's selectors do not fit them "
+        '(docs/pipelines.md, "When a rendered page is ready")'
+        for task_id, task in report["tasks"].items()
+        if (n := int(task.get("render_unmatched") or 0))
+    ]
+    warnings += [
         f"{count} message(s) in the {queue} queue's dead-letter queue: a handler failed on "
         f"them 5 times (functions.log says why); after a fix, `stepcrawl redrive-dlq {queue}`"
         for queue, count in report.get("dead_letters", {}).items()
@@ -219,6 +227,8 @@ def _task_report(task: TaskStatus, items: int, pages: list[dict[str, Any]]) -> d
         ),
         # Links over the page budget and URLs a stopped task drained.
         "skipped": int(task.counters.get("skipped", 0)),
+        # Rendered pages where no item selector matched within render_timeout.
+        "render_unmatched": int(task.counters.get("render_unmatched", 0)),
         "retries": sum(max(0, int(p.get("attempts") or 1) - 1) for p in recorded),
         "bytes": sum(int(p.get("size") or 0) for p in recorded),
         "fetch_ms": percentiles([float(p["fetch_ms"]) for p in recorded if p.get("fetch_ms")]),

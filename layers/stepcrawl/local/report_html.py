@@ -452,6 +452,8 @@ def _diagnosis_tables(diagnosis: Diagnosis | None) -> str:
         f"failure counts for its host, class, status and window); windows of "
         f"{diagnosis.window_seconds:g}s. See docs/diagnose.md.</p>"
     ]
+    if unmatched := diagnosis.unmatched_line():
+        parts.append(f'<div class="warn">{escape(unmatched)}</div>')
     for kind in KINDS:
         causes = diagnosis.ranked(kind)[:_CAUSES_SHOWN]
         if not causes:

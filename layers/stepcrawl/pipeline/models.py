@@ -549,15 +549,17 @@ class CrawlTask(TaskBase):
     )
     wait_for: WaitFor | None = Field(
         None,
-        description="When a rendered page is ready: a CSS selector it must contain, or "
-        "networkidle; default: its load event.",
+        description="When a rendered page is ready: a CSS selector it must contain, "
+        "networkidle, or load (its load event); default: when the item selector of an extract "
+        "rule that applies to it matches (a page no rule applies to: network idle for 500 ms).",
     )
     render_timeout: Duration = Field(
         DEFAULT_RENDER_TIMEOUT,
         ge=MIN_RENDER_TIMEOUT,
         le=MAX_RENDER_TIMEOUT,
         description="A rendered page's whole budget (load, wait_for, DOM), 1s to 120s: a page "
-        "not ready by then ends failed (render_timeout).",
+        "not ready by then ends failed (render_timeout), as does, without wait_for, a page a "
+        "rule's match selected whose item selectors never matched.",
     )
 
     @model_validator(mode="after")
