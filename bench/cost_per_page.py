@@ -26,8 +26,8 @@ from stepcrawl.compiler import compile_pipeline, plan_dag
 from stepcrawl.cost import Counts, FunctionCounts, estimate, transitions_on_success
 from stepcrawl.crawl.context import CrawlConfig
 from stepcrawl.demo import DemoSite, ShopModel
-from stepcrawl.local import MemoryRunner
 from stepcrawl.pipeline import Pipeline
+from stepcrawl.testing import MemoryRunner
 
 ROOT = Path(__file__).resolve().parents[1]
 

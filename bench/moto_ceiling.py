@@ -19,7 +19,7 @@ from typing import Any
 import boto3
 from moto.server import ThreadedMotoServer
 
-from stepcrawl.local.moto_patches import apply_moto_patches
+from stepcrawl.emulator.moto_patches import apply_moto_patches
 
 
 def client(endpoint: str) -> Any:

@@ -17,10 +17,10 @@ from typing import Any
 
 from stepcrawl.crawl.context import CrawlConfig
 from stepcrawl.demo import DemoSite, ShopModel
-from stepcrawl.local import MemoryRunner
 from stepcrawl.local.demo import demo_pipeline
 from stepcrawl.pipeline import Pipeline
 from stepcrawl.storage import MemoryTable
+from stepcrawl.testing import MemoryRunner
 
 units: Counter[tuple[str, str]] = Counter()
 calls: Counter[tuple[str, str]] = Counter()

@@ -6,7 +6,7 @@ scaler's) and its decisions; failures and retries by class and open breakers; th
 pipeline its SLO widgets: the run success ratio against the objective, runs over time
 (freshness: the stale alarm watches the gap), p99 fetch latency and the page success ratio of
 its crawl tasks. Every custom metric is read by the series the catalogue prints
-(:mod:`stepcrawl.metrics_catalogue`): the function's ``service`` alone, or with
+(:mod:`stepcrawl.telemetry.catalogue`): the function's ``service`` alone, or with
 ``pipeline`` and ``task``.
 """
 
@@ -22,7 +22,6 @@ from constructs import Construct
 
 from infra.alarms import RUN_SLO
 from infra.queues import WorkQueues
-from stepcrawl.metrics_catalogue import FAILURE_CLASSES, STATUS_CLASSES
 from stepcrawl.names import (
     METRIC_BREAKER_OPEN_HOSTS,
     METRIC_CONCURRENCY,
@@ -38,6 +37,7 @@ from stepcrawl.names import (
     METRICS_NAMESPACE,
 )
 from stepcrawl.pipeline import CrawlTask, Pipeline
+from stepcrawl.telemetry.catalogue import FAILURE_CLASSES, STATUS_CLASSES
 
 __all__ = ["Dashboard"]
 

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Final
 
-__all__ = ["FUNCTION_MEMORY_MB"]
+__all__ = ["FETCH_CONCURRENCY", "FUNCTION_MEMORY_MB"]
 
 #: Function name (``functions/<name>/``) -> memory size in MB.
 FUNCTION_MEMORY_MB: Final[Mapping[str, int]] = MappingProxyType(
@@ -26,3 +26,7 @@ FUNCTION_MEMORY_MB: Final[Mapping[str, int]] = MappingProxyType(
         "render": 2048,
     }
 )
+
+#: Requests one fetch invocation keeps in flight by default (``CrawlConfig.fetch_concurrency``;
+#: the cost model prices a fetch invocation's wall time by it).
+FETCH_CONCURRENCY: Final = 32

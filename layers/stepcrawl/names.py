@@ -175,7 +175,7 @@ METRIC_SCALER_DECISIONS: Final = "ScalerDecisions"
 METRIC_FEED_WINDOW: Final = "FeedWindow"
 #: 1 while the functions' telemetry is shed (WARNING logs, reduced trace rate), else 0.
 METRIC_TELEMETRY_SHED: Final = "TelemetryShed"
-#: The rest of the catalogue (:mod:`stepcrawl.metrics_catalogue` says what each one means,
+#: The rest of the catalogue (:mod:`stepcrawl.telemetry.catalogue` says what each one means,
 #: its unit, its dimensions and who emits it; docs/operations.md lists them).
 METRIC_FETCH_LATENCY: Final = "FetchLatency"
 METRIC_PAGES_BY_STATUS_CLASS: Final = "PagesByStatusClass"

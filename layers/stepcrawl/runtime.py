@@ -20,7 +20,6 @@ from stepcrawl.crawl.context import (
 )
 from stepcrawl.errors import ConfigError
 from stepcrawl.fetch import Fetcher
-from stepcrawl.metrics_catalogue import MetricRecorder, Recorded
 from stepcrawl.names import (
     ENV_BUCKET,
     ENV_CONTROL_QUEUE_URL,
@@ -34,6 +33,7 @@ from stepcrawl.names import (
 from stepcrawl.scaling.scaler import TelemetryCache
 from stepcrawl.scaling.shedding import TelemetryLevel
 from stepcrawl.storage import Meter, Table, Usage
+from stepcrawl.telemetry.catalogue import MetricRecorder, Recorded
 
 if TYPE_CHECKING:
     from stepcrawl.fetch.browser import BrowserFetcher
@@ -82,7 +82,7 @@ def _require(names: tuple[str, ...]) -> None:
 class _PerContainer(Generic[T]):
     """``build()``'s value, made once per container: what ``functools.cache`` is on Lambda,
     where a container is a process, but per thread, because local mode plays a function's
-    containers as threads of one process (see ``local/lambda_runtime/containers.py``). A cache
+    containers as threads of one process (see ``emulator/lambda_runtime/containers.py``). A cache
     per process there would hand every container one set of clients and one Meter, so that
     whichever function takes the meter's window (the parse stage does) would absorb the usage
     of all of them.

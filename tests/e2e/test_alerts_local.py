@@ -26,7 +26,7 @@ import pytest
 from tests.helpers.demo import demo_pipeline
 
 from stepcrawl.alerts import reset_providers
-from stepcrawl.local.alarms import alert_secret_name, store_alert_channels
+from stepcrawl.emulator.alarms import alert_secret_name, store_alert_channels
 from stepcrawl.local.cloud import LOCAL_STAGE, LocalCloud, synthesize
 from stepcrawl.local.runner import staged_pipelines
 

@@ -25,7 +25,7 @@ from typer.testing import CliRunner
 from warcio.archiveiterator import ArchiveIterator
 
 from stepcrawl.cli import app
-from stepcrawl.local.lambda_runtime.chaos import Chaos
+from stepcrawl.emulator.lambda_runtime.chaos import Chaos
 from stepcrawl.local.runner import run_local
 from stepcrawl.pipeline import Pipeline
 

@@ -17,10 +17,10 @@ from tests.helpers.demo import demo_pipeline
 from stepcrawl.console.topology import TopologyProbe
 from stepcrawl.crawl.tasklog import fingerprint
 from stepcrawl.demo import DemoSite, ShopModel
+from stepcrawl.emulator.lambda_runtime import Chaos
 from stepcrawl.local.cloud import LocalCloud, synthesize
-from stepcrawl.local.lambda_runtime import Chaos
-from stepcrawl.local.report import write_run_outputs
 from stepcrawl.local.runner import staged_pipelines
+from stepcrawl.reports.report import write_run_outputs
 
 pytestmark = pytest.mark.slow
 

@@ -12,8 +12,8 @@ import pytest
 from rich.console import Console
 
 from stepcrawl.demo import ShopModel
+from stepcrawl.emulator.lambda_runtime import Chaos
 from stepcrawl.local.demo import run_demo
-from stepcrawl.local.lambda_runtime import Chaos
 
 pytestmark = pytest.mark.slow
 

@@ -33,10 +33,10 @@ from tests.helpers.proxy import PRODUCTS, Proxy, forward_proxy, shop_sites
 
 from stepcrawl.fetch.proxy import ProxyList
 from stepcrawl.local.cloud import LocalCloud, synthesize
-from stepcrawl.local.report import write_run_outputs
 from stepcrawl.local.runner import _invocations, staged_pipelines
 from stepcrawl.names import ENV_LOCAL_SECRETS, ENV_PROXY_SECRETS
 from stepcrawl.pipeline import Pipeline
+from stepcrawl.reports.report import write_run_outputs
 
 pytestmark = pytest.mark.slow
 

@@ -26,9 +26,9 @@ from moto import mock_aws
 from tests.helpers.browser import chromium
 
 from stepcrawl.compiler import compile_pipeline, definition_json, substitute
+from stepcrawl.emulator import apply_moto_patches
 from stepcrawl.fetch import NetworkGuard
 from stepcrawl.fetch.browser import BrowserFetcher
-from stepcrawl.local import apply_moto_patches
 from stepcrawl.names import PLACEHOLDER_CONTROL_QUEUE_URL, PLACEHOLDER_TABLE_NAME
 from stepcrawl.pipeline import Pipeline
 

@@ -10,8 +10,8 @@ from collections import Counter, defaultdict
 from tests.helpers.archive_site import PRODUCTS, archive_site
 from warcio.archiveiterator import ArchiveIterator
 
-from stepcrawl.local import MemoryRunner
 from stepcrawl.pipeline import Pipeline
+from stepcrawl.testing import MemoryRunner
 
 
 def test_redelivered_bundles_rewrite_the_same_archive_and_no_page_twice() -> None:

@@ -27,7 +27,7 @@ from stepcrawl.demo import DemoSite, ShopModel
 from stepcrawl.deployment import Deployment
 from stepcrawl.errors import ConfigError
 from stepcrawl.keys import scaler_key
-from stepcrawl.local.report import write_run_outputs
+from stepcrawl.reports.report import write_run_outputs
 from stepcrawl.runtime import services_from_env
 
 from .conftest import Moto

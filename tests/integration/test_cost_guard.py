@@ -13,7 +13,7 @@ from stepcrawl.crawl.states import UrlState
 from stepcrawl.crawl.tasklog import url_states
 from stepcrawl.demo import DemoSite, ShopModel
 from stepcrawl.keys import task_key
-from stepcrawl.local import MemoryRunner
+from stepcrawl.testing import MemoryRunner
 
 LIMIT = 0.0001  # USD: well under the shop's ~400 pages
 SHOP = ShopModel(categories=6, products_per_category=60)

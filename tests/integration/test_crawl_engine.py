@@ -25,7 +25,7 @@ from stepcrawl.crawl.tasklog import fingerprint, url_states
 from stepcrawl.demo import DemoSite, ShopModel
 from stepcrawl.demo.paths import OFFSITE_URL
 from stepcrawl.extract.urls import url_host
-from stepcrawl.local import MemoryRunner
+from stepcrawl.testing import MemoryRunner
 
 CONFIG = CrawlConfig(shards=4, window=64, fetch_concurrency=16)
 

@@ -14,9 +14,9 @@ from stepcrawl.crawl.frontier import chunk_entries, enqueue
 from stepcrawl.crawl.items import iter_task_items
 from stepcrawl.crawl.messages import UrlRef
 from stepcrawl.keys import backlog_pk
-from stepcrawl.local import MemoryRunner
 from stepcrawl.pipeline import Pipeline
 from stepcrawl.storage.meter import item_size
+from stepcrawl.testing import MemoryRunner
 
 
 class RotatingSite(SiteHandler):

@@ -19,8 +19,8 @@ from stepcrawl.breaker import BreakerState
 from stepcrawl.crawl.context import CrawlConfig
 from stepcrawl.crawl.failures import list_failures
 from stepcrawl.keys import breaker_key
-from stepcrawl.local import MemoryRunner
 from stepcrawl.pipeline import Pipeline
+from stepcrawl.testing import MemoryRunner
 
 PARTNER_PAGES = 20
 GIVE_UP_AFTER = 300.0

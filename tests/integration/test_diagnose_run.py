@@ -30,9 +30,9 @@ from stepcrawl.cli import app
 from stepcrawl.diagnose import diagnose
 from stepcrawl.diagnose.sources import from_deployment, from_report
 from stepcrawl.local.cloud import LocalCloud, synthesize
-from stepcrawl.local.report import write_run_outputs
 from stepcrawl.local.runner import _invocations, staged_pipelines
 from stepcrawl.pipeline import Pipeline
+from stepcrawl.reports.report import write_run_outputs
 from stepcrawl.runtime import services_from_env
 
 pytestmark = [pytest.mark.slow, pytest.mark.moto]

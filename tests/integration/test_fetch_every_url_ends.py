@@ -17,8 +17,8 @@ from tests.helpers.http import SiteHandler
 
 from stepcrawl.crawl.context import CrawlConfig
 from stepcrawl.crawl.failures import list_failures
-from stepcrawl.local import MemoryRunner
 from stepcrawl.pipeline import Pipeline
+from stepcrawl.testing import MemoryRunner
 
 METADATA_SEEDS = [
     "http://169.254.169.254/latest/meta-data/",

@@ -1,4 +1,4 @@
-"""Requests to a local emulator served in-process (:mod:`stepcrawl.local.in_process`) answer
+"""Requests to a local emulator served in-process (:mod:`stepcrawl.emulator.in_process`) answer
 exactly as moto's server does, from the same backends, and never touch the socket.
 
 The same script of calls (DynamoDB conditions, updates, queries, a cancelled transaction;
@@ -21,8 +21,8 @@ from botocore.exceptions import ClientError
 from moto.dynamodb.responses import DynamoHandler
 from moto.server import ThreadedMotoServer
 
-from stepcrawl.local import apply_moto_patches, in_process
-from stepcrawl.local.in_process import serve_in_process, stop_serving_in_process
+from stepcrawl.emulator import apply_moto_patches, in_process
+from stepcrawl.emulator.in_process import serve_in_process, stop_serving_in_process
 
 from .conftest import REGION, Moto
 

@@ -31,7 +31,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.parser.models import SqsModel
 from moto.server import ThreadedMotoServer
 
-from stepcrawl.local.lambda_runtime import (
+from stepcrawl.emulator.lambda_runtime import (
     Chaos,
     FunctionSpec,
     LambdaRuntime,
@@ -39,8 +39,8 @@ from stepcrawl.local.lambda_runtime import (
     MappingSpec,
     sqs_event,
 )
-from stepcrawl.local.lambda_runtime.containers import Containers, Function
-from stepcrawl.local.lambda_runtime.mapping import MappingState
+from stepcrawl.emulator.lambda_runtime.containers import Containers, Function
+from stepcrawl.emulator.lambda_runtime.mapping import MappingState
 
 from .conftest import REGION, Moto
 
@@ -657,7 +657,7 @@ def working_handler(
 def test_chaos_crashes_lose_no_message(
     sqs: Any, runtimes: Callable[..., LambdaRuntime], caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="stepcrawl.local.lambda_runtime")
+    caplog.set_level(logging.INFO, logger="stepcrawl.emulator.lambda_runtime")
     dlq = make_queue(sqs, "crashy-dlq")
     dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"][
         "QueueArn"

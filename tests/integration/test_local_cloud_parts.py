@@ -7,8 +7,8 @@ from typing import Any
 import boto3
 from moto import mock_aws
 
+from stepcrawl.emulator.server import Emulator
 from stepcrawl.local.cloud import MappingConcurrency
-from stepcrawl.local.emulator import Emulator
 
 
 @mock_aws

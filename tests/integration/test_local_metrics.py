@@ -13,7 +13,7 @@ from aws_lambda_powertools import Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from moto import mock_aws
 
-from stepcrawl.local.metrics import EmfForwarder, metric_data, metric_sums
+from stepcrawl.emulator.metrics import EmfForwarder, metric_data, metric_sums
 
 
 def _emf(name: str, value: float, service: str) -> str:

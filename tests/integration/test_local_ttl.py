@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from stepcrawl.local.ttl import BATCH_SIZE, TtlReaper, expire_items, ttl_attributes
+from stepcrawl.emulator.ttl import BATCH_SIZE, TtlReaper, expire_items, ttl_attributes
 
 from .conftest import Moto
 

@@ -18,9 +18,9 @@ from stepcrawl import names
 from stepcrawl.crawl.context import CrawlConfig
 from stepcrawl.crawl.task_records import run_tasks
 from stepcrawl.demo import DemoSite
-from stepcrawl.local import MemoryRunner
-from stepcrawl.metrics_catalogue import BY_NAME, MetricRecorder
 from stepcrawl.runtime import container_metrics, services_from_env
+from stepcrawl.telemetry.catalogue import BY_NAME, MetricRecorder
+from stepcrawl.testing import MemoryRunner
 
 from .conftest import Moto
 from .test_handlers_moto import FakeContext, load_handler, run_through_handlers

@@ -1,4 +1,4 @@
-"""``local/moto_fastpath.py``: DynamoDB's responses, byte for byte what moto's own serialiser
+"""``emulator/moto_fastpath.py``: DynamoDB's responses, byte for byte what moto's own serialiser
 writes.
 
 Two ways: a scenario of representative requests (every item operation, every attribute type,
@@ -31,8 +31,8 @@ from moto.dynamodb.parsing.expressions import UpdateExpressionParser  # type: ig
 from moto.dynamodb.parsing.validators import ActionCountValidator
 from moto.dynamodb.responses import DynamoResult
 
-from stepcrawl.local import apply_moto_patches, moto_fastpath
-from stepcrawl.local.moto_fastpath import FastDynamoDBSerializer
+from stepcrawl.emulator import apply_moto_patches, moto_fastpath
+from stepcrawl.emulator.moto_fastpath import FastDynamoDBSerializer
 
 from .conftest import REGION
 

@@ -8,7 +8,7 @@ import pytest
 from moto.kms.models import Key
 from tests.integration.conftest import Moto
 
-from stepcrawl.local.moto_patches import apply_moto_patches
+from stepcrawl.emulator.moto_patches import apply_moto_patches
 
 TEMPLATE = {
     "Resources": {

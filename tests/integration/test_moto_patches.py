@@ -37,7 +37,7 @@ from moto.dynamodb.comparisons import (
 from moto.dynamodb.models.table import Table
 from moto.server import ThreadedMotoServer
 
-from stepcrawl.local import apply_moto_patches
+from stepcrawl.emulator import apply_moto_patches
 
 from .conftest import REGION, Moto
 
@@ -918,7 +918,7 @@ def test_sqs_delays_and_visibility_timeouts_still_elapse(moto: Moto) -> None:
 
 @contextmanager
 def _unpatched_sqs(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    from stepcrawl.local.moto_sqs import sqs_patches  # noqa: PLC0415 - the patch under test
+    from stepcrawl.emulator.moto_sqs import sqs_patches  # noqa: PLC0415 - the patch under test
 
     with monkeypatch.context() as undo:
         for owner, name, value in sqs_patches():

@@ -21,8 +21,8 @@ from tests.integration.test_crawl_engine import CONFIG, Chaos, ChaosProxy
 from stepcrawl.crawl.admission import read_queue
 from stepcrawl.crawl.items import iter_task_items
 from stepcrawl.demo import DemoSite, ShopModel
-from stepcrawl.local import MemoryRunner
 from stepcrawl.pipeline import Pipeline
+from stepcrawl.testing import MemoryRunner
 
 OTHER = "crawl_other"
 MODEL = ShopModel(categories=2, products_per_category=8)

@@ -19,8 +19,8 @@ from tests.helpers.http import SiteHandler
 from stepcrawl.crawl.context import CrawlConfig
 from stepcrawl.crawl.failures import list_failures, redrive
 from stepcrawl.keys import task_key
-from stepcrawl.local import MemoryRunner
 from stepcrawl.pipeline import Pipeline
+from stepcrawl.testing import MemoryRunner
 
 
 class Gone(SiteHandler):

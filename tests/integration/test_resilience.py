@@ -17,8 +17,8 @@ from stepcrawl.crawl.context import CrawlConfig
 from stepcrawl.crawl.failures import group_failures, list_failures, redrive
 from stepcrawl.crawl.tasklog import fingerprint, url_states
 from stepcrawl.keys import task_key
-from stepcrawl.local import MemoryRunner
 from stepcrawl.pipeline import Pipeline
+from stepcrawl.testing import MemoryRunner
 
 SICK_SECONDS = 3.0
 PAGES = ["/flaky503", "/throttled", "/forbidden", "/gone", "/ok1", "/ok2"]

@@ -10,6 +10,7 @@ import pytest
 from tests.integration.conftest import Moto
 
 from stepcrawl.crawl.context import CrawlConfig
+from stepcrawl.crawl.window import read_window
 from stepcrawl.errors import ConfigError
 from stepcrawl.keys import running_key, scaler_key, task_key
 from stepcrawl.names import (
@@ -25,7 +26,6 @@ from stepcrawl.names import (
 )
 from stepcrawl.scaling import ScalerSettings
 from stepcrawl.scaling.aws import ScalerEvent, scale_from_env, settings_from_env
-from stepcrawl.scaling.scaler import read_window
 from stepcrawl.storage.aws import DynamoTable
 
 

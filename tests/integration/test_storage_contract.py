@@ -126,7 +126,7 @@ def test_conditions_agree(table: Any, condition: Any, holds: bool) -> None:
 # to nothing (not even another missing one) and unequal to everything.
 #
 # moto compared as Python does (True == 1, a missing attribute is None, a number against a
-# string raises TypeError); stepcrawl.local.moto_patches makes it answer as above, and
+# string raises TypeError); stepcrawl.emulator.moto_patches makes it answer as above, and
 # test_moto_patches.py shows the patch is what does. (The ValidationException rows do not
 # reach moto here: the adapter refuses them first, as the memory table does.)
 

@@ -12,8 +12,8 @@ from tests.helpers.demo import demo_pipeline
 
 from stepcrawl.crawl.context import CrawlConfig
 from stepcrawl.demo import DemoSite, ShopModel
-from stepcrawl.local import MemoryRunner
-from stepcrawl.tracing import span, tracing_enabled
+from stepcrawl.telemetry.tracing import span, tracing_enabled
+from stepcrawl.testing import MemoryRunner
 
 
 class Subsegment:

@@ -36,11 +36,11 @@ from stepcrawl.keys import (
     shard_key,
     task_key,
 )
-from stepcrawl.local.report import percentiles
 from stepcrawl.names import OUTPUT_CONTROL_QUEUE_URL
 from stepcrawl.pipeline import CrawlTask, Pipeline, TransformTask, load_pipeline
 from stepcrawl.storage import MemoryBlobStore, MemoryTable
 from stepcrawl.storage.table import Item, Key
+from stepcrawl.telemetry.percentiles import percentiles
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN = "r1"

@@ -10,8 +10,8 @@ import pytest
 
 from stepcrawl.compiler import compile_pipeline
 from stepcrawl.deployment import TaskDef, new_run_id, tasks_of_definition
-from stepcrawl.local.report import percentiles
 from stepcrawl.pipeline import load_pipeline
+from stepcrawl.telemetry.percentiles import percentiles
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -10,9 +10,9 @@ from types import SimpleNamespace
 from stepcrawl.crawl.lambdas import POISON_AFTER, fetch_records
 from stepcrawl.crawl.messages import FetchMessage, ParseBundle, UrlRef
 from stepcrawl.fetch import FetchPolicy, FetchResult
-from stepcrawl.local import MemoryRunner
 from stepcrawl.names import MAX_RECEIVE_COUNT
 from stepcrawl.pipeline import Pipeline
+from stepcrawl.testing import MemoryRunner
 
 URLS = [f"https://shop.example/{n}" for n in ("a", "poison", "b")]
 PIPELINE = Pipeline.model_validate(

@@ -35,9 +35,9 @@ from stepcrawl.crawl.parse_stage import process_bundles
 from stepcrawl.errors import InvalidPipelineError
 from stepcrawl.fetch import FetchPolicy, FetchResult
 from stepcrawl.keys import page_state_key, task_key
-from stepcrawl.local import MemoryRunner
 from stepcrawl.pipeline import CrawlTask, Pipeline, load_pipeline
 from stepcrawl.storage import MemoryTable
+from stepcrawl.testing import MemoryRunner
 
 URL = "https://shop.example/p/1"
 DAY = 86400.0

@@ -1,4 +1,5 @@
-"""Only adapter modules import the AWS SDK or the emulator (docs/architecture.md, "Modules")."""
+"""The library's layering (docs/architecture.md, "Modules"): packages import downwards only,
+and only adapter modules import the AWS SDK or the emulator."""
 
 from __future__ import annotations
 
@@ -14,22 +15,21 @@ FUNCTIONS = LIBRARY.parents[1] / "functions"
 AWS_ADAPTERS = {
     "storage/aws.py",
     "deployment.py",
-    "local/emulator.py",
-    "local/in_process.py",
-    "local/report.py",
-    "local/moto_patches.py",
-    "local/moto_fastpath.py",
+    "emulator/server.py",
+    "emulator/in_process.py",
+    "emulator/moto_patches.py",
+    "emulator/moto_fastpath.py",
     "scaling/aws.py",
     "alerts/secrets.py",  # Powertools Parameters: Secrets Manager and SSM through boto3
 }
-AWS_ADAPTER_PACKAGES = ("local/lambda_runtime/",)
+AWS_ADAPTER_PACKAGES = ("emulator/lambda_runtime/",)
 #: Modules that may import moto: the emulator and its patches.
 MOTO_USERS = {
-    "local/emulator.py",
-    "local/in_process.py",
-    "local/moto_patches.py",
-    "local/moto_fastpath.py",
-    "local/moto_sqs.py",
+    "emulator/server.py",
+    "emulator/in_process.py",
+    "emulator/moto_patches.py",
+    "emulator/moto_fastpath.py",
+    "emulator/moto_sqs.py",
 }
 
 
@@ -76,3 +76,102 @@ def test_only_the_emulator_imports_moto() -> None:
 def test_handlers_import_neither_the_sdk_nor_http_clients() -> None:
     for handler in FUNCTIONS.glob("*/handler.py"):
         assert not imported_roots(handler) & {"boto3", "botocore", "httpx", "aiohttp"}, handler
+
+
+#: The library's packages by tier, lowest first: a package imports only packages of lower
+#: tiers (and its own modules). Top-level modules count as packages of their own name.
+TIERS: tuple[tuple[str, frozenset[str]], ...] = (
+    (
+        "foundation: errors, names, the functions' sizes",
+        frozenset({"stepcrawl", "errors", "names", "functions_spec"}),
+    ),
+    (
+        "contracts: storage protocols, pipeline models, telemetry",
+        frozenset({"storage", "pipeline", "telemetry", "secret_store", "demo"}),
+    ),
+    ("engine parts", frozenset({"keys", "locks", "fetch", "extract", "etl", "cost", "schema"})),
+    ("engine services", frozenset({"breaker", "alerts", "compiler", "archive"})),
+    ("the engine", frozenset({"crawl"})),
+    (
+        "beside the engine: scaling, the deployed stack, the emulator, the test harness",
+        frozenset({"scaling", "deployment", "emulator", "testing"}),
+    ),
+    ("the functions' runtime, diagnosis", frozenset({"runtime", "diagnose"})),
+    ("outputs: reports, the console", frozenset({"reports", "console"})),
+    ("local runs", frozenset({"local"})),
+    ("the command line", frozenset({"cli"})),
+    ("python -m stepcrawl", frozenset({"__main__"})),
+)
+#: What the emulator must never import: it plays AWS, and knows nothing of the engine.
+ENGINE = frozenset({"crawl", "fetch", "extract", "etl", "scaling", "runtime", "deployment"})
+
+
+def _package(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Package -> the library packages its modules import (type-only and lazy imports too)."""
+    graph: dict[str, set[str]] = {}
+    for path in LIBRARY.rglob("*.py"):
+        rel = path.relative_to(LIBRARY)
+        package = (
+            rel.parts[0].removesuffix(".py")
+            if len(rel.parts) > 1 or rel.stem != "__init__"
+            else "stepcrawl"
+        )
+        names: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names |= {alias.name for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names.add(node.module)
+        graph.setdefault(package, set()).update(
+            _package(n) for n in names if n.split(".")[0] == "stepcrawl"
+        )
+    return graph
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Every import from a package into its own tier or a higher one, said plainly."""
+    tier = {package: n for n, (_, members) in enumerate(TIERS) for package in members}
+    found = []
+    for package, imported in sorted(graph.items()):
+        for other in sorted(imported - {package}):
+            if package not in tier or other not in tier:
+                found.append(f"{package} -> {other}: put the new package in a tier (TIERS)")
+            elif tier[other] >= tier[package]:
+                found.append(
+                    f"{package} ({TIERS[tier[package]][0]}) imports {other} "
+                    f"({TIERS[tier[other]][0]}): dependencies point downwards only"
+                )
+    return found
+
+
+def test_packages_import_downwards_only() -> None:
+    assert upward_imports(import_graph()) == []
+
+
+def test_an_upward_import_is_found() -> None:
+    graph = import_graph()
+    graph["storage"] = graph["storage"] | {"crawl"}  # the storage layer reaching into the engine
+    graph["crawl"] = graph["crawl"] | {"scaling"}  # the cycle this layering broke
+    found = upward_imports(graph)
+    assert any(f.startswith("storage (contracts") and "imports crawl" in f for f in found)
+    assert any(f.startswith("crawl (the engine) imports scaling") for f in found)
+
+
+def test_every_package_has_a_tier() -> None:
+    tiered = {package for _, members in TIERS for package in members}
+    assert set(import_graph()) <= tiered
+
+
+def test_the_emulator_knows_nothing_of_the_engine() -> None:
+    assert not import_graph()["emulator"] & ENGINE
+
+
+def test_each_package_says_what_it_is() -> None:
+    for init in LIBRARY.glob("*/__init__.py"):
+        doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8")))
+        assert len((doc or "").split()) >= 8, f"{init.parent.name}: say its one concern"

@@ -16,8 +16,7 @@ from moto import mock_aws
 from rich.console import Console
 
 from stepcrawl.alerts import AlarmChange, AlertState, ExecutionChange, parse_event
-from stepcrawl.errors import ConfigError
-from stepcrawl.local.alarm_eval import (
+from stepcrawl.emulator.alarm_eval import (
     ALARM,
     INSUFFICIENT_DATA,
     OK,
@@ -33,14 +32,15 @@ from stepcrawl.local.alarm_eval import (
     scaled_period,
     series_of,
 )
-from stepcrawl.local.alarm_events import alarm_message, execution_event, sns_event
-from stepcrawl.local.alarms import (
+from stepcrawl.emulator.alarm_events import alarm_message, execution_event, sns_event
+from stepcrawl.emulator.alarms import (
     LocalAlarms,
     alarms_from_template,
     matches,
     read_alert_channels,
 )
-from stepcrawl.local.emulator import Emulator
+from stepcrawl.emulator.server import Emulator
+from stepcrawl.errors import ConfigError
 from stepcrawl.local.runner import settle_alerts
 
 T0 = datetime(2026, 1, 12, 3, 4, 0, tzinfo=UTC)

@@ -18,8 +18,7 @@ from zoneinfo import ZoneInfo
 import pytest
 from tests.helpers.clock import FakeClock
 
-from stepcrawl.errors import ConfigError
-from stepcrawl.local.scheduler import (
+from stepcrawl.emulator.scheduler import (
     DEFAULT_MAX_EVENT_AGE,
     LocalScheduler,
     ScheduleSpec,
@@ -27,6 +26,7 @@ from stepcrawl.local.scheduler import (
     schedule_arn,
     schedules_from_template,
 )
+from stepcrawl.errors import ConfigError
 
 BOOKS_INPUT = (
     '{"trigger":"schedule","schedule":"<aws.scheduler.schedule-arn>",'

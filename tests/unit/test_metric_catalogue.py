@@ -29,8 +29,9 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 import stepcrawl
 from stepcrawl import names
-from stepcrawl.local.metrics import metric_data
-from stepcrawl.metrics_catalogue import (
+from stepcrawl.emulator.metrics import metric_data
+from stepcrawl.runtime import publish_metrics
+from stepcrawl.telemetry.catalogue import (
     BY_NAME,
     CATALOGUE,
     DIMENSIONS,
@@ -42,7 +43,6 @@ from stepcrawl.metrics_catalogue import (
     status_class,
     status_code,
 )
-from stepcrawl.runtime import publish_metrics
 
 LIBRARY = Path(stepcrawl.__file__).parent
 ROOT = LIBRARY.parents[1]
@@ -206,7 +206,7 @@ def test_the_docs_table_is_the_catalogue() -> None:
     text = OPERATIONS.read_text(encoding="utf-8")
     assert markdown_table() in text, (
         "docs/operations.md's table differs from the catalogue: paste the output of "
-        "`.venv/bin/python -m stepcrawl.metrics_catalogue` under ## Metrics"
+        "`.venv/bin/python -m stepcrawl.telemetry.catalogue` under ## Metrics"
     )
     assert documented_in(text) == [spec.name for spec in CATALOGUE]
 

@@ -18,7 +18,7 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
 from stepcrawl import names
-from stepcrawl.local.lambda_runtime import MappingStats
+from stepcrawl.emulator.lambda_runtime import MappingStats
 from stepcrawl.local.prometheus import (
     LOOPBACK,
     CloudWatchCatalogue,
@@ -30,7 +30,7 @@ from stepcrawl.local.prometheus import (
     kind,
     prometheus_name,
 )
-from stepcrawl.metrics_catalogue import BY_NAME, CATALOGUE
+from stepcrawl.telemetry.catalogue import BY_NAME, CATALOGUE
 
 T0 = datetime(2026, 12, 1, 12, 0, 0, tzinfo=UTC)
 TASKS = [("shop", "crawl_shop"), ("shop", "crawl_blog")]

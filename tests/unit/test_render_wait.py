@@ -22,12 +22,12 @@ from stepcrawl.diagnose.sources import from_report
 from stepcrawl.fetch import FetchPolicy, FetchResult
 from stepcrawl.fetch.render_options import ItemRule, PageWait, RenderOptions
 from stepcrawl.keys import task_key
-from stepcrawl.local import MemoryRunner
-from stepcrawl.local.report import run_warnings
-from stepcrawl.local.report_html import render_report_html
 from stepcrawl.pipeline import CrawlTask, Pipeline
 from stepcrawl.pipeline.models import ExtractRule
 from stepcrawl.pipeline.render_keys import STRUCTURED_MARKERS, ready_selector
+from stepcrawl.reports.html import render_report_html
+from stepcrawl.reports.report import run_warnings
+from stepcrawl.testing import MemoryRunner
 
 SHOP = "https://shop.example"
 

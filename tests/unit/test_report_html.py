@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from stepcrawl.diagnose import Failure, PageRecord, RunData, TaskInfo
-from stepcrawl.local.report_html import render_report_html
+from stepcrawl.reports.html import render_report_html
 
 T0 = 1_800_000_000.0
 #: Elements HTML never closes.

@@ -11,10 +11,10 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from stepcrawl.emulator.secrets import read_local_secrets, store_local_secrets
 from stepcrawl.errors import ConfigError, InvalidPipelineError, Issue
 from stepcrawl.fetch.proxy import ProxyList, parse_proxy_secret, shown_reason
 from stepcrawl.fetch.request_options import RequestOptions
-from stepcrawl.local.secrets import read_local_secrets, store_local_secrets
 from stepcrawl.names import ENV_LOCAL_SECRETS, ENV_PROXY_SECRETS
 from stepcrawl.pipeline import CrawlTask, load_pipeline
 from stepcrawl.secret_store import read_secret, reset_secrets

@@ -34,9 +34,9 @@ from stepcrawl.crawl.sitemaps import (
 from stepcrawl.errors import InvalidPipelineError
 from stepcrawl.fetch import FetchPolicy, FetchResult
 from stepcrawl.keys import backlog_pk, task_key
-from stepcrawl.local import MemoryRunner
 from stepcrawl.pipeline import CrawlTask, Pipeline, load_pipeline
 from stepcrawl.pipeline.models import SITEMAPS_FROM_ROBOTS
+from stepcrawl.testing import MemoryRunner
 
 NS = 'xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"'
 CAP = 1_000_000

@@ -14,8 +14,8 @@ from stepcrawl.crawl import FetchMessage, process_fetch_batch
 from stepcrawl.crawl.fetch_stage import fetch_policy
 from stepcrawl.crawl.messages import UrlRef
 from stepcrawl.errors import FatalError
-from stepcrawl.local import MemoryRunner
 from stepcrawl.pipeline import CrawlTask, Pipeline
+from stepcrawl.testing import MemoryRunner
 
 SITE = "http://127.0.0.1:9"  # never fetched: the stage refuses the message first
 

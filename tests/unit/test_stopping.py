@@ -18,8 +18,8 @@ from stepcrawl.crawl.stopping import CANCELLED, cancel_run
 from stepcrawl.crawl.sweeper import sweep_running
 from stepcrawl.fetch import FetchPolicy, FetchResult
 from stepcrawl.keys import RUNNING_PK, backlog_pk, task_key
-from stepcrawl.local import MemoryRunner
 from stepcrawl.pipeline import Pipeline
+from stepcrawl.testing import MemoryRunner
 
 SEEDS = [f"https://shop.example/{n}" for n in range(30)]
 

@@ -19,10 +19,10 @@ from stepcrawl.errors import InvalidPipelineError
 from stepcrawl.extract import ExtractResult, extract_items
 from stepcrawl.extract.structured import PageData, type_matches
 from stepcrawl.keys import task_key
-from stepcrawl.local import MemoryRunner
 from stepcrawl.names import METRIC_JSONLD_SKIPPED
 from stepcrawl.pipeline import CrawlTask, Pipeline, load_pipeline
 from stepcrawl.pipeline.models import ExtractRule
+from stepcrawl.testing import MemoryRunner
 
 URL = "https://shop.example.com/p/x"
 

@@ -7,7 +7,7 @@ from tests.helpers.clock import FakeClock
 from stepcrawl.crawl.frontier import chunk_item
 from stepcrawl.crawl.waiting import summarize_waiting, waiting_urls
 from stepcrawl.keys import backlog_pk, breaker_key, shard_key
-from stepcrawl.local.report import run_warnings
+from stepcrawl.reports.report import run_warnings
 from stepcrawl.storage import MemoryTable
 
 

@@ -24,8 +24,8 @@ from stepcrawl.archive import (
     bundle_warc,
     export_archives,
     replay_items,
-    write_bundle_archive,
 )
+from stepcrawl.crawl.archiving import write_bundle_archive
 from stepcrawl.crawl.commit import PageCommit
 from stepcrawl.crawl.context import CrawlServices, StaticRegistry
 from stepcrawl.crawl.messages import HttpExchange, PageEnvelope, ParseBundle, UrlRef

@@ -2,10 +2,11 @@
 
 ::
 
-    write_bundle_archive(services, pipeline, bundle, recorded)   warc.py: the parse stage
-    replay_items(files, task)                                    replay.py: stepcrawl replay
+    bundle_warc(info, bundle_id, pages)   warc.py: one WARC file (the parse stage writes it,
+                                          stepcrawl.crawl.archiving)
+    replay_items(files, task)             replay.py: stepcrawl replay
 
-Nothing here imports the crawl engine at import time (the parse stage imports this package).
+Nothing here imports the crawl engine: the engine imports this package.
 """
 
 from __future__ import annotations
@@ -21,16 +22,17 @@ from stepcrawl.archive.replay import (
 from stepcrawl.archive.warc import (
     ARCHIVE_ROOT,
     ArchivedPage,
+    Exchange,
     archive_key,
     archive_prefix,
     bundle_warc,
     export_archives,
-    write_bundle_archive,
 )
 
 __all__ = [
     "ARCHIVE_ROOT",
     "ArchivedPage",
+    "Exchange",
     "ReplayError",
     "ReplayPage",
     "ReplayStats",
@@ -41,5 +43,4 @@ __all__ = [
     "export_archives",
     "read_pages",
     "replay_items",
-    "write_bundle_archive",
 ]

@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
@@ -34,10 +34,6 @@ from warcio.warcwriter import WARCWriter
 from stepcrawl import __version__
 
 if TYPE_CHECKING:
-    from stepcrawl.crawl.commit import PageCommit
-    from stepcrawl.crawl.context import CrawlServices
-    from stepcrawl.crawl.messages import HttpExchange, ParseBundle
-    from stepcrawl.pipeline import Pipeline
     from stepcrawl.storage import BlobStore
 
 __all__ = [
@@ -46,12 +42,33 @@ __all__ = [
     "HEADER_KIND",
     "HEADER_URL",
     "ArchivedPage",
+    "Exchange",
     "archive_key",
     "archive_prefix",
     "bundle_warc",
     "export_archives",
-    "write_bundle_archive",
 ]
+
+
+class Exchange(Protocol):
+    """The request sent and the response head received, as the fetcher kept them (the crawl's
+    ``Exchange``): what a request and a response record are written from."""
+
+    @property
+    def method(self) -> str: ...
+    @property
+    def url(self) -> str: ...
+    @property
+    def request_headers(self) -> list[tuple[str, str]]: ...
+    @property
+    def http_version(self) -> str: ...
+    @property
+    def status(self) -> int: ...
+    @property
+    def reason(self) -> str: ...
+    @property
+    def response_headers(self) -> list[tuple[str, str]]: ...
+
 
 #: The bucket's top-level prefix of archives (what the parse function may write).
 ARCHIVE_ROOT: Final = "archive/"
@@ -85,7 +102,7 @@ class ArchivedPage:
     content_type: str | None = None
     depth: int = 0
     kind: str = "page"
-    exchange: HttpExchange | None = None
+    exchange: Exchange | None = None
 
 
 def warc_date(fetched_at: str) -> str:
@@ -106,7 +123,7 @@ def _record_id(bundle_id: str, *parts: str) -> str:
     return f"<urn:uuid:{uuid.uuid5(_NAMESPACE, '|'.join((bundle_id, *parts)))}>"
 
 
-def _response_headers(exchange: HttpExchange, body: bytes) -> list[tuple[str, str]]:
+def _response_headers(exchange: Exchange, body: bytes) -> list[tuple[str, str]]:
     headers = []
     for name, value in exchange.response_headers:
         if name.lower() in _WIRE_HEADERS:
@@ -117,7 +134,7 @@ def _response_headers(exchange: HttpExchange, body: bytes) -> list[tuple[str, st
     return headers
 
 
-def _request_line(exchange: HttpExchange) -> str:
+def _request_line(exchange: Exchange) -> str:
     parts = exchange.url.split("/", 3)  # scheme:, "", host, path?query
     target = "/" + (parts[3].split("#", 1)[0] if len(parts) > 3 else "")
     return f"{exchange.method} {target} {exchange.http_version}"
@@ -203,53 +220,6 @@ def _page_records(
         },
     )
     return [request, response]
-
-
-def write_bundle_archive(
-    services: CrawlServices,
-    pipeline: Pipeline,
-    bundle: ParseBundle,
-    recorded: Sequence[PageCommit],
-) -> str | None:
-    """Write the WARC file of the pages of ``bundle`` its commit recorded, if the task
-    archives; the key written, or None."""
-    task = pipeline.task(bundle.task)
-    if getattr(task, "archive", None) != "warc":
-        return None
-    mine = {page.ref.url for page in recorded}
-    pages = []
-    for envelope in bundle.pages:
-        if envelope.outcome != "ok" or envelope.ref.url not in mine:
-            continue
-        body = envelope.inline_body()
-        if body is None and envelope.body_key is not None:
-            body = services.blobs.get(envelope.body_key)
-        pages.append(
-            ArchivedPage(
-                url=envelope.ref.url,
-                final_url=envelope.final_url or envelope.ref.url,
-                fetched_at=envelope.fetched_at,
-                body=body or b"",
-                content_type=envelope.content_type,
-                depth=envelope.ref.depth,
-                kind=envelope.ref.kind,
-                exchange=envelope.exchange,
-            )
-        )
-    if not pages:
-        return None
-    info = {
-        "pipeline": bundle.pipeline,
-        "pipeline-version": bundle.version,
-        "run": bundle.run,
-        "task": bundle.task,
-        "bundle": bundle.bundle_id,
-    }
-    key = archive_key(bundle.pipeline, bundle.run, bundle.task, bundle.bundle_id)
-    services.blobs.put(
-        key, bundle_warc(info, bundle.bundle_id, pages), content_type="application/warc"
-    )
-    return key
 
 
 def export_archives(blobs: BlobStore, pipeline: str, run: str, task: str, directory: Path) -> int:

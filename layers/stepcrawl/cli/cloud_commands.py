@@ -101,7 +101,7 @@ def run(
     it failed, 2 when the pipeline is invalid, 130 when interrupted (Ctrl-C).
     """
     from stepcrawl.deployment import new_run_id  # noqa: PLC0415 - heavy imports
-    from stepcrawl.local.alarms import read_alert_channels  # noqa: PLC0415
+    from stepcrawl.emulator.alarms import read_alert_channels  # noqa: PLC0415
     from stepcrawl.local.runner import run_local  # noqa: PLC0415
 
     pipeline = _load_or_exit(pipeline_file)
@@ -206,7 +206,7 @@ def serve(
     """
     from stepcrawl.console.api import ProbeSettings  # noqa: PLC0415 - heavy imports
     from stepcrawl.console.local import console_for  # noqa: PLC0415
-    from stepcrawl.local.alarms import (  # noqa: PLC0415
+    from stepcrawl.emulator.alarms import (  # noqa: PLC0415
         alert_secret_name,
         read_alert_channels,
         store_alert_channels,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import errno
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from stepcrawl.console.api import ConsoleApi, ProbeSettings
 from stepcrawl.console.events import EventBus
@@ -15,11 +15,22 @@ from stepcrawl.errors import ConfigError
 
 if TYPE_CHECKING:
     from stepcrawl.deployment import Deployment
-    from stepcrawl.local.cloud import LocalCloud
 
-__all__ = ["DEFAULT_CONSOLE_PORT", "console_for", "store_for"]
+__all__ = ["DEFAULT_CONSOLE_PORT", "LocalStack", "console_for", "store_for"]
 
 DEFAULT_CONSOLE_PORT = 8780
+
+
+class LocalStack(Protocol):
+    """What the console reads of the local cloud (``stepcrawl.local.cloud.LocalCloud``): its
+    deployment once it is up, its stage, and where its deployed pipelines are."""
+
+    @property
+    def deployment(self) -> Deployment | None: ...
+    @property
+    def stage(self) -> str: ...
+    @property
+    def pipelines_dir(self) -> Path: ...
 
 
 def store_for(paths: Sequence[Path], events: EventBus | None = None) -> FileStore:
@@ -43,7 +54,7 @@ def store_for(paths: Sequence[Path], events: EventBus | None = None) -> FileStor
 
 
 def console_for(
-    cloud: LocalCloud,
+    cloud: LocalStack,
     paths: Sequence[Path],
     *,
     port: int | None = None,

@@ -63,7 +63,6 @@ from __future__ import annotations
 
 import json
 import logging
-import statistics
 import threading
 import time
 from collections import Counter, OrderedDict, deque
@@ -93,6 +92,7 @@ from stepcrawl.names import (
 )
 from stepcrawl.scaling.policy import FETCH, PARSE
 from stepcrawl.storage import BlobStore, Table
+from stepcrawl.telemetry.percentiles import percentiles
 
 __all__ = [
     "DEFAULT_METRICS",
@@ -181,15 +181,6 @@ def _iso(moment: datetime | None) -> str | None:
 
 def _epoch_iso(seconds: float | None) -> str | None:
     return None if seconds is None else datetime.fromtimestamp(seconds, UTC).isoformat()
-
-
-def _p99(values: Sequence[float]) -> float | None:
-    """The 99th percentile as report.json computes it (inclusive: within the observed range)."""
-    if not values:
-        return None
-    if len(values) == 1:
-        return round(float(values[0]), 1)
-    return round(statistics.quantiles(values, n=100, method="inclusive")[98], 1)
 
 
 def _chosen(metrics: Collection[str] | None) -> tuple[str, ...]:
@@ -320,7 +311,8 @@ class _LogCursor:
         self.seq += 1
 
     def p99(self) -> float | None:
-        return _p99(list(self.fetch_ms))
+        marks = percentiles(list(self.fetch_ms))
+        return None if marks is None else marks["p99"]
 
 
 @dataclass

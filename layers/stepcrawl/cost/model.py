@@ -41,8 +41,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Final
 
 from stepcrawl.cost.prices import HOURS_PER_MONTH, PRICES, Prices
-from stepcrawl.crawl.context import CrawlConfig
-from stepcrawl.functions_spec import FUNCTION_MEMORY_MB
+from stepcrawl.functions_spec import FETCH_CONCURRENCY, FUNCTION_MEMORY_MB
 from stepcrawl.storage import Usage
 
 __all__ = [
@@ -155,7 +154,7 @@ class Assumptions:
     #: Time to first byte and body of a remote page; the fetch function is billed meanwhile.
     remote_latency_ms: float = 500.0
     #: Requests one fetch invocation keeps in flight at most (CrawlConfig.fetch_concurrency).
-    fetch_in_flight: int = CrawlConfig().fetch_concurrency
+    fetch_in_flight: int = FETCH_CONCURRENCY
     #: The run size that per-run costs are spread over; ``None``: the measured run's.
     pages_per_run: int | None = None
     #: Throughput on AWS: what time-based charges (sweeps, metrics, X-Ray's reservoir) use.

@@ -17,12 +17,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from stepcrawl.breaker import BreakerBook, BreakerConfig
 from stepcrawl.crawl.tasklog import TaskLogs
+from stepcrawl.crawl.window import FeedWindow
 from stepcrawl.errors import ConfigError
-from stepcrawl.metrics_catalogue import MetricRecorder, MetricSink
+from stepcrawl.functions_spec import FETCH_CONCURRENCY
 from stepcrawl.names import ENV_FETCH_CONCURRENCY, ENV_SHARDS, ENV_WINDOW
 from stepcrawl.pipeline import Pipeline, load_pipeline
-from stepcrawl.scaling.scaler import FeedWindow
 from stepcrawl.storage import BlobStore, Meter, Queue, Table, TableWriter
+from stepcrawl.telemetry.catalogue import MetricRecorder, MetricSink
 
 __all__ = [
     "DEPLOYED_SETTINGS",
@@ -107,7 +108,10 @@ class CrawlConfig(BaseModel):
         256, ge=1, le=100_000, description="URLs allowed in the fetch queue at once (all runs)"
     )
     fetch_concurrency: int = Field(
-        32, ge=1, le=1000, description="concurrent requests inside one fetch invocation"
+        FETCH_CONCURRENCY,
+        ge=1,
+        le=1000,
+        description="concurrent requests inside one fetch invocation",
     )
     lease_seconds: float = Field(60.0, gt=0)
     #: Payload budget of one parse message (SQS's maximum is 256 KiB).
@@ -177,7 +181,7 @@ class CrawlServices:
     #: (crawl/render.py; None: no render function deployed).
     render_queue: Queue | None = None
     #: Emit a metric of the catalogue: ``metric(METRIC_X, value, pipeline=..., task=...)``
-    #: (:mod:`stepcrawl.metrics_catalogue`). By default an in-memory recorder (tests read it
+    #: (:mod:`stepcrawl.telemetry.catalogue`). By default an in-memory recorder (tests read it
     #: back); on Lambda the container's, which the handler prints as EMF after each invocation.
     metric: MetricSink = field(default_factory=MetricRecorder)
 

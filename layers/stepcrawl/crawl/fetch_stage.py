@@ -51,7 +51,6 @@ from stepcrawl.fetch.proxy import shown_reason
 from stepcrawl.fetch.render_options import RenderOptions
 from stepcrawl.fetch.request_options import RequestOptions
 from stepcrawl.keys import task_key, url_hash
-from stepcrawl.metrics_catalogue import status_class, status_code
 from stepcrawl.names import (
     METRIC_BREAKER_OPEN_HOSTS,
     METRIC_BREAKER_TRANSITIONS,
@@ -66,7 +65,8 @@ from stepcrawl.names import (
 )
 from stepcrawl.pipeline import CrawlTask, Pipeline
 from stepcrawl.storage import MAX_SQS_DELAY, OutMessage, Usage
-from stepcrawl.tracing import span
+from stepcrawl.telemetry.catalogue import status_class, status_code
+from stepcrawl.telemetry.tracing import span
 
 __all__ = [
     "FETCH_FAILED_EVENT",

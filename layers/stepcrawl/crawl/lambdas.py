@@ -15,6 +15,7 @@ from stepcrawl.crawl.fetch_stage import BatchFetcher, process_fetch_batch, recor
 from stepcrawl.crawl.messages import ControlMessage, FetchMessage, ParseBundle
 from stepcrawl.crawl.parse_stage import process_bundles
 from stepcrawl.crawl.sweeper import sweep_running
+from stepcrawl.crawl.window import frontier_backlog
 from stepcrawl.fetch import FetchPolicy
 from stepcrawl.names import (
     MAX_RECEIVE_COUNT,
@@ -25,7 +26,6 @@ from stepcrawl.names import (
     METRIC_RUNNING_TASKS,
     METRIC_SWEEP_ERRORS,
 )
-from stepcrawl.scaling.signals import frontier_backlog
 
 __all__ = ["SqsRecord", "dispatch_record", "fetch_records", "parse_records", "run_sweeper"]
 

@@ -33,9 +33,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from stepcrawl.archive.warc import write_bundle_archive
 from stepcrawl.crawl.accounting import failure_record
 from stepcrawl.crawl.advance import advance_task
+from stepcrawl.crawl.archiving import write_bundle_archive
 from stepcrawl.crawl.budget import spent_usd
 from stepcrawl.crawl.commit import BundleCommit, PageCommit, commit_bundles
 from stepcrawl.crawl.context import CrawlServices
@@ -45,7 +45,6 @@ from stepcrawl.crawl.messages import PageEnvelope, ParseBundle, UrlRef
 from stepcrawl.crawl.sitemaps import read_document
 from stepcrawl.errors import FatalError
 from stepcrawl.extract import parse_page
-from stepcrawl.metrics_catalogue import failure_class
 from stepcrawl.names import (
     METRIC_COST_MICRO_USD,
     METRIC_ITEMS,
@@ -59,7 +58,8 @@ from stepcrawl.names import (
 )
 from stepcrawl.pipeline import CrawlTask, Pipeline
 from stepcrawl.storage import Usage
-from stepcrawl.tracing import span
+from stepcrawl.telemetry.catalogue import failure_class
+from stepcrawl.telemetry.tracing import span
 
 __all__ = ["Committed", "process_bundle", "process_bundles"]
 

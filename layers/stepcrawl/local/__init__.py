@@ -1,17 +1,7 @@
-"""Local mode: the AWS emulator (moto) made faithful enough to run stepcrawl offline."""
+"""Local runs: a pipeline, start to end, on the emulator, as ``stepcrawl run`` / ``demo`` run it.
 
-from __future__ import annotations
-
-from stepcrawl.local.lambda_runtime import FunctionSpec, LambdaRuntime, MappingSpec
-from stepcrawl.local.memory_runner import MemoryRunner, OffsetClock, RunnerStats
-from stepcrawl.local.moto_patches import apply_moto_patches
-
-__all__ = [
-    "FunctionSpec",
-    "LambdaRuntime",
-    "MappingSpec",
-    "MemoryRunner",
-    "OffsetClock",
-    "RunnerStats",
-    "apply_moto_patches",
-]
+The local cloud (the CDK stack synthesized and deployed into the emulator, its functions
+running), the runner that starts a run and waits for it, the live progress view, the page
+states an incremental task keeps between runs, and the Prometheus view ``stepcrawl serve``
+exposes.
+"""

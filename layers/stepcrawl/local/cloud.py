@@ -5,13 +5,13 @@ batch sizes and concurrency, state machines from the compiler, schedules, TTL), 
 handlers, the same environment (with the endpoint pointed at the emulator and the pipelines
 directory at the local one). What moto does not do, this plays:
 
-* the Lambda service for every event-source mapping (:mod:`stepcrawl.local.lambda_runtime`);
+* the Lambda service for every event-source mapping (:mod:`stepcrawl.emulator.lambda_runtime`);
 * EventBridge Scheduler: every schedule of the template fires its target, a state machine
   (a new execution) or a function (the sweeper), on its cron or rate in its time zone;
 * DynamoDB TTL: expired items are deleted by a reaper thread;
 * CloudWatch Logs: what the functions print goes to ``logs`` (a file) instead of the
   terminal, as on AWS it goes to their log groups; and its Embedded Metric Format lines become
-  metric data in the emulator's CloudWatch (:mod:`stepcrawl.local.metrics`), as on AWS.
+  metric data in the emulator's CloudWatch (:mod:`stepcrawl.emulator.metrics`), as on AWS.
 
 Runs are started, followed and read through :class:`~stepcrawl.deployment.Deployment`,
 exactly as ``stepcrawl start/status/items`` do against AWS.
@@ -35,20 +35,20 @@ from pathlib import Path
 from typing import IO, Any, Final, TextIO
 
 from stepcrawl.deployment import Deployment, RunStatus, stack_name
-from stepcrawl.errors import ConfigError
-from stepcrawl.local.alarms import LOCAL_ALARM_EVERY, LocalAlarms
-from stepcrawl.local.emulator import ACCOUNT, LOCAL_CREDENTIAL, REGION, Emulator
-from stepcrawl.local.lambda_runtime import Chaos, FunctionSpec, LambdaRuntime, MappingSpec
-from stepcrawl.local.metrics import EmfForwarder
-from stepcrawl.local.scheduler import (
+from stepcrawl.emulator.alarms import LOCAL_ALARM_EVERY, LocalAlarms
+from stepcrawl.emulator.lambda_runtime import Chaos, FunctionSpec, LambdaRuntime, MappingSpec
+from stepcrawl.emulator.metrics import EmfForwarder
+from stepcrawl.emulator.scheduler import (
     LocalScheduler,
     ScheduleSpec,
     render_input,
     schedule_arn,
     schedules_from_template,
 )
-from stepcrawl.local.secrets import store_local_secrets
-from stepcrawl.local.ttl import TtlReaper, ttl_attributes
+from stepcrawl.emulator.secrets import store_local_secrets
+from stepcrawl.emulator.server import ACCOUNT, LOCAL_CREDENTIAL, REGION, Emulator
+from stepcrawl.emulator.ttl import TtlReaper, ttl_attributes
+from stepcrawl.errors import ConfigError
 from stepcrawl.names import ENV_PIPELINES_DIR
 from stepcrawl.runtime import close_containers
 from stepcrawl.scaling.scaler import SCALER_FUNCTION as SCALER
@@ -155,7 +155,7 @@ class LocalCloud:
     runs every ``scale_every`` seconds instead of every minute (its tick scaled to match, see
     docs/scaling.md; ``None``: on its schedule); :attr:`scaling` keeps what each tick did.
     The stack's alarms are evaluated every ``alarm_every`` seconds, a local minute, with their
-    periods scaled alike (:mod:`stepcrawl.local.alarms`; ``None``: not evaluated).
+    periods scaled alike (:mod:`stepcrawl.emulator.alarms`; ``None``: not evaluated).
     """
 
     def __init__(

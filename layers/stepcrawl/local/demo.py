@@ -12,7 +12,7 @@ from rich.console import Console
 
 from stepcrawl.demo import DemoSite, ShopModel
 from stepcrawl.deployment import new_run_id
-from stepcrawl.local.lambda_runtime import Chaos
+from stepcrawl.emulator.lambda_runtime import Chaos
 from stepcrawl.local.runner import LocalRun, run_local
 from stepcrawl.pipeline import Pipeline
 

@@ -4,7 +4,7 @@ A scrape reads, through :class:`StepcrawlCollector` (a ``prometheus_client`` cus
 collector), three sources:
 
 * **The metric catalogue, from the emulator's CloudWatch** (:class:`CloudWatchCatalogue`):
-  every metric of :data:`~stepcrawl.metrics_catalogue.CATALOGUE`, per series (its
+  every metric of :data:`~stepcrawl.telemetry.catalogue.CATALOGUE`, per series (its
   ``service``-alone series and its per pipeline/task ones, as the catalogue declares them),
   with the catalogue's dimension names as labels and its meaning as HELP. ``Sum`` metrics are
   counters (``stepcrawl_<snake_name>_total``, summed since the cloud started); ``Maximum``
@@ -51,16 +51,16 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
+from stepcrawl.emulator.background import BackgroundThread
 from stepcrawl.errors import ConfigError
-from stepcrawl.local.background import BackgroundThread
-from stepcrawl.metrics_catalogue import CATALOGUE, DIMENSIONS, MetricSpec
 from stepcrawl.names import METRICS_NAMESPACE
+from stepcrawl.telemetry.catalogue import CATALOGUE, DIMENSIONS, MetricSpec
 
 if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer
 
+    from stepcrawl.emulator.lambda_runtime import MappingStats
     from stepcrawl.local.cloud import LocalCloud
-    from stepcrawl.local.lambda_runtime import MappingStats
 
 __all__ = [
     "DEFAULT_METRICS_PORT",
@@ -363,7 +363,7 @@ class QueueDepths:
 
 
 class RuntimeView(Protocol):
-    """What the collector reads of :class:`~stepcrawl.local.lambda_runtime.LambdaRuntime`."""
+    """What the collector reads of :class:`~stepcrawl.emulator.lambda_runtime.LambdaRuntime`."""
 
     def stats(self) -> Mapping[str, MappingStats]: ...
 

@@ -2,7 +2,7 @@
 
 The pipeline is written alone into a fresh pipelines directory, the stack synthesized from
 it and deployed into the emulator, one named execution started and followed (live view),
-and the results read back into ``OUT`` (:mod:`stepcrawl.local.report`). Ctrl-C stops the
+and the results read back into ``OUT`` (:mod:`stepcrawl.reports.report`). Ctrl-C stops the
 execution (as ``stepcrawl cancel`` would) and still writes what the run produced so far.
 """
 
@@ -21,20 +21,21 @@ import yaml
 from rich.console import Console
 
 from stepcrawl.deployment import RunStatus
-from stepcrawl.local.alarms import (
+from stepcrawl.emulator.alarms import (
     LOCAL_ALARM_EVERY,
     LocalAlarms,
     alert_secret_name,
     store_alert_channels,
 )
+from stepcrawl.emulator.lambda_runtime import Chaos
+from stepcrawl.emulator.metrics import metric_sums
 from stepcrawl.local.cloud import LOCAL_SCALE_EVERY, LOCAL_STAGE, LocalCloud, synthesize
-from stepcrawl.local.lambda_runtime import Chaos
-from stepcrawl.local.metrics import metric_sums
 from stepcrawl.local.page_states import load_page_states, save_page_states
 from stepcrawl.local.progress import RunProgress
-from stepcrawl.local.report import write_run_outputs
 from stepcrawl.names import METRICS_NAMESPACE
 from stepcrawl.pipeline import Pipeline
+from stepcrawl.reports.report import write_run_outputs
+from stepcrawl.runtime import container_usage
 
 __all__ = ["ALERT_SETTLE_MINUTES", "LocalRun", "run_local", "settle_alerts", "staged_pipelines"]
 
@@ -139,7 +140,13 @@ def run_local(
                     status = cloud.deployment.wait(run_id, pipeline=pipeline.name, timeout=30)
                     progress.update(status)
             with console.status("reading the results back ..."):
-                report = write_run_outputs(cloud.deployment, status, out, _invocations(cloud))
+                report = write_run_outputs(
+                    cloud.deployment,
+                    status,
+                    out,
+                    _invocations(cloud),
+                    containers=container_usage(),
+                )
                 if state is not None:
                     save_page_states(cloud.deployment, pipeline.name, state)
             if alerts is not None and cloud.alarms is not None:

@@ -5,7 +5,7 @@ Reads the queues' attributes (SQS), the functions' metrics (CloudWatch
 ``MaximumConcurrency`` with ``UpdateEventSourceMapping``; while telemetry is shed it lowers
 the stage's X-Ray sampling rule (``UpdateSamplingRule``, :class:`XRaySampling`). The same code
 runs locally against the emulator, whose CloudWatch receives the functions' EMF lines through
-:class:`~stepcrawl.local.metrics.EmfForwarder` (and which has no sampling rules: the rate is
+:class:`~stepcrawl.emulator.metrics.EmfForwarder` (and which has no sampling rules: the rate is
 skipped there, with a logged reason, while the log levels still follow the level).
 
 ``STEPCRAWL_SCALER`` holds :class:`~stepcrawl.scaling.ScalerSettings`' fields and, under

@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Final, Literal, Protocol
 
+from stepcrawl.crawl.window import frontier_backlog
 from stepcrawl.keys import scaler_key
 from stepcrawl.names import (
     METRIC_CONCURRENCY,
@@ -52,23 +53,20 @@ from stepcrawl.scaling.shedding import (
     decide_level,
     pressure,
 )
-from stepcrawl.scaling.signals import Platform, frontier_backlog, measure
+from stepcrawl.scaling.signals import Platform, measure
 from stepcrawl.storage import Table
 
 __all__ = [
     "SCALER_FUNCTION",
     "TELEMETRY_TTL",
     "WINDOW_BATCHES",
-    "WINDOW_TTL",
     "Emit",
-    "FeedWindow",
     "SamplingOutcome",
     "SamplingRule",
     "ScalerRun",
     "TelemetryCache",
     "feed_window",
     "read_telemetry",
-    "read_window",
     "run_scaler",
 ]
 
@@ -78,8 +76,6 @@ logger = logging.getLogger("stepcrawl.scaler")
 SCALER_FUNCTION: Final = "scaler"
 #: Fetch batches the window holds per concurrent fetch invocation: one being taken, one ready.
 WINDOW_BATCHES: Final = 2
-#: Seconds a container keeps the feed window it read (the scaler changes it once a tick).
-WINDOW_TTL: Final = 5.0
 #: Seconds a container keeps the telemetry level it read: the level changes after 30 s of
 #: trouble at the earliest, so a container follows it within a minute for one read per 30 s.
 TELEMETRY_TTL: Final = 30.0
@@ -123,33 +119,6 @@ class ScalerRun:
 
 def feed_window(concurrency: int, batch_size: int, floor: int) -> int:
     return max(floor, concurrency * batch_size * WINDOW_BATCHES)
-
-
-def read_window(table: Table) -> int | None:
-    """The feed window the scaler set last, or ``None`` (no scaler has run)."""
-    item = table.get(scaler_key(FETCH), consistent=False)
-    if item is None or "window" not in item:
-        return None
-    return int(item["window"])
-
-
-class FeedWindow:
-    """The window a container's feeders use: the scaler's last one, re-read at most every
-    :data:`WINDOW_TTL` seconds, or ``deployed`` while no scaler has run."""
-
-    def __init__(self, table: Table, deployed: int, clock: Callable[[], float]) -> None:
-        self.table, self.deployed, self.clock = table, deployed, clock
-        self._value = deployed
-        self._read_at: float | None = None
-        self._lock = threading.Lock()
-
-    def __call__(self) -> int:
-        with self._lock:
-            now = self.clock()
-            if self._read_at is None or now - self._read_at >= WINDOW_TTL:
-                self._read_at = now
-                self._value = read_window(self.table) or self.deployed
-            return self._value
 
 
 def read_telemetry(table: Table) -> TelemetryLevel:

@@ -10,7 +10,7 @@ Per function (fetch, parse):
   (``claimed - finished`` on their task records, listed by the ``RUNNING`` partition), less
   what already sits in the fetch and parse queues;
 - what the functions counted over the tick (the EMF metrics they print, which CloudWatch
-  turns into metric data, locally :class:`~stepcrawl.local.metrics.EmfForwarder`): fetches and
+  turns into metric data, locally :class:`~stepcrawl.emulator.metrics.EmfForwarder`): fetches and
   their 429/503 and transient failures (the targets' health), pages recorded, parse bundles,
   breaker transitions;
 - the mapping's current ``MaximumConcurrency``.
@@ -25,7 +25,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from stepcrawl.keys import RUNNING_PK, task_key
 from stepcrawl.names import (
     METRIC_BREAKER_TRANSITIONS,
     METRIC_BUNDLES,
@@ -35,9 +34,8 @@ from stepcrawl.names import (
     METRIC_PAGES_RECORDED,
 )
 from stepcrawl.scaling.policy import FETCH, PARSE, ScalerMemory, Signals
-from stepcrawl.storage import Table
 
-__all__ = ["Platform", "QueueStats", "frontier_backlog", "measure"]
+__all__ = ["Platform", "QueueStats", "measure"]
 
 
 @dataclass(frozen=True)
@@ -66,17 +64,6 @@ class Platform(Protocol):
     def set_concurrency(self, function: str, value: int) -> None: ...
 
 
-def frontier_backlog(table: Table) -> int:
-    """URLs admitted by the running crawl tasks and not recorded yet (queued ones included)."""
-    running = table.query(RUNNING_PK, consistent=False)
-    keys = [task_key(str(entry["run"]), str(entry["task"])) for entry in running]
-    records = table.batch_get(keys, consistent=False) if keys else {}
-    return sum(
-        max(0, int(record.get("claimed", 0)) - int(record.get("finished", 0)))
-        for record in records.values()
-    )
-
-
 def measure(
     platform: Platform,
     function: str,
@@ -87,7 +74,8 @@ def measure(
     default_span: float,
 ) -> Signals:
     """The signals of ``function`` over the span since the last tick (``default_span`` the
-    first time): ``backlog`` is :func:`frontier_backlog`, read once for both functions."""
+    first time): ``backlog`` is :func:`stepcrawl.crawl.window.frontier_backlog`, read once
+    for both functions."""
     span = now - memory.last_at if memory.last_at is not None else default_span
     span = max(1.0, span)
     start = now - span

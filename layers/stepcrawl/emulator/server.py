@@ -26,9 +26,9 @@ from typing import Any
 import boto3
 
 from stepcrawl.compiler import substitute
+from stepcrawl.emulator.in_process import serve_in_process, stop_serving_in_process
+from stepcrawl.emulator.moto_patches import apply_moto_patches
 from stepcrawl.errors import ConfigError
-from stepcrawl.local.in_process import serve_in_process, stop_serving_in_process
-from stepcrawl.local.moto_patches import apply_moto_patches
 
 __all__ = ["DeployedStack", "Emulator", "moto_ready_template"]
 
@@ -36,11 +36,11 @@ ACCOUNT = "123456789012"
 LOCAL_CREDENTIAL = "local"  # moto accepts anything; not a secret
 REGION = "us-east-1"
 # moto cannot create these through CloudFormation. Schedules are played by local mode itself,
-# from the template's own expressions (local/scheduler.py). ``Custom::`` resources are run by
+# from the template's own expressions (emulator/scheduler.py). ``Custom::`` resources are run by
 # Lambda providers that moto would start in Docker (the stack has none today). moto's
 # CloudFormation skips alarms but then refuses the template where anything (the dashboard, a
 # composite alarm's rule) refers to one; local mode creates and evaluates them itself
-# (local/alarms.py).
+# (emulator/alarms.py).
 _DROPPED_PREFIXES = (
     "Custom::",
     "AWS::Scheduler::",
@@ -155,7 +155,7 @@ class Emulator:
         self.endpoint = f"http://{host}:{port}"
         self._port = int(port)
         # This process's clients reach the same backends without HTTP; the server stays up
-        # for the aws CLI and other processes (local/in_process.py).
+        # for the aws CLI and other processes (emulator/in_process.py).
         serve_in_process(self._port)
         # Step Functions' service integrations inside the server call back into it.
         os.environ["MOTO_PORT"] = str(port)
@@ -246,7 +246,7 @@ class Emulator:
             )
             self.stack.state_machines[described["name"]] = created["stateMachineArn"]
 
-    # -- what moto keeps but no API of it answers (local/alarms.py) ------------------------
+    # -- what moto keeps but no API of it answers (emulator/alarms.py) ------------------------
 
     def oldest_message_ages(self, now: float) -> dict[str, float]:
         """Queue name -> seconds since its oldest message not deleted was sent: what SQS

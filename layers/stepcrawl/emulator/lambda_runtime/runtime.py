@@ -10,22 +10,22 @@ from collections.abc import Iterable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from stepcrawl.local.emulator import ACCOUNT
-from stepcrawl.local.lambda_runtime.chaos import Chaos
-from stepcrawl.local.lambda_runtime.containers import Containers, Function
-from stepcrawl.local.lambda_runtime.environment import (
+from stepcrawl.emulator.lambda_runtime.chaos import Chaos
+from stepcrawl.emulator.lambda_runtime.containers import Containers, Function
+from stepcrawl.emulator.lambda_runtime.environment import (
     EnvGate,
     put_environ,
     saved_environ,
     split_environments,
 )
-from stepcrawl.local.lambda_runtime.invoking import Invoker
-from stepcrawl.local.lambda_runtime.mapping import MappingState
-from stepcrawl.local.lambda_runtime.polling import Poller
-from stepcrawl.local.lambda_runtime.specs import FunctionSpec, MappingSpec
-from stepcrawl.local.lambda_runtime.sqs_event import LambdaContext
-from stepcrawl.local.lambda_runtime.stats import MappingStats
-from stepcrawl.local.lambda_runtime.tracker import Tracker
+from stepcrawl.emulator.lambda_runtime.invoking import Invoker
+from stepcrawl.emulator.lambda_runtime.mapping import MappingState
+from stepcrawl.emulator.lambda_runtime.polling import Poller
+from stepcrawl.emulator.lambda_runtime.specs import FunctionSpec, MappingSpec
+from stepcrawl.emulator.lambda_runtime.sqs_event import LambdaContext
+from stepcrawl.emulator.lambda_runtime.stats import MappingStats
+from stepcrawl.emulator.lambda_runtime.tracker import Tracker
+from stepcrawl.emulator.server import ACCOUNT
 
 if TYPE_CHECKING:
     from boto3.session import Session

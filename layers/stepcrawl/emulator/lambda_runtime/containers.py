@@ -22,9 +22,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from stepcrawl.local.lambda_runtime.environment import Group
-from stepcrawl.local.lambda_runtime.specs import FunctionSpec, Handler
-from stepcrawl.local.lambda_runtime.sqs_event import new_log_stream
+from stepcrawl.emulator.lambda_runtime.environment import Group
+from stepcrawl.emulator.lambda_runtime.specs import FunctionSpec, Handler
+from stepcrawl.emulator.lambda_runtime.sqs_event import new_log_stream
 
 __all__ = ["Containers", "Function", "load_handler"]
 

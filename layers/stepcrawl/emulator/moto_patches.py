@@ -32,14 +32,14 @@ And two to its DynamoDB, which the server runs on many threads:
 And SQS reads the clock through ``datetime`` twice per message per scan; a receive at depth
 256 spent most of its time there. The same clock is read with ``time.time()``. SQS's queues
 also change their message lists without a lock, which loses sends and brings deleted messages
-back under threads: each queue's changes take its own lock (``local/moto_sqs.py``).
+back under threads: each queue's changes take its own lock (``emulator/moto_sqs.py``).
 
 Last, DynamoDB's condition (and filter) comparisons: moto compares its decoded Python values,
 so ``true = 1``, a missing attribute equals ``null``, and ordering a number against a string
 raises ``TypeError`` out of the request. They compare as DynamoDB documents instead
 (:func:`_dynamodb_comparisons`).
 
-And, for speed alone (``local/moto_fastpath.py``): DynamoDB's responses are serialised by
+And, for speed alone (``emulator/moto_fastpath.py``): DynamoDB's responses are serialised by
 moto's generic serialiser except that attribute values are copied directly (the same JSON,
 byte for byte), and an update expression is parsed, and its clause counts checked, once.
 """
@@ -89,8 +89,8 @@ from moto.stepfunctions.parser.asl.eval.environment import Environment
 from moto.stepfunctions.parser.asl.eval.program_state import ProgramStopped
 from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
 
-from stepcrawl.local.moto_fastpath import fastpath_patches
-from stepcrawl.local.moto_sqs import sqs_patches
+from stepcrawl.emulator.moto_fastpath import fastpath_patches
+from stepcrawl.emulator.moto_sqs import sqs_patches
 
 __all__ = ["apply_moto_patches"]
 

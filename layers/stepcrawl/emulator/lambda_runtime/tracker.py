@@ -10,8 +10,8 @@ import threading
 from collections import defaultdict, deque
 from collections.abc import Iterable
 
-from stepcrawl.local.lambda_runtime.mapping import Invocation, MappingState
-from stepcrawl.local.lambda_runtime.specs import Message
+from stepcrawl.emulator.lambda_runtime.mapping import Invocation, MappingState
+from stepcrawl.emulator.lambda_runtime.specs import Message
 
 __all__ = ["Tracker"]
 

@@ -21,11 +21,11 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import KW_ONLY, dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from stepcrawl.local.lambda_runtime.chaos import Chaos, duplicates, lost
-from stepcrawl.local.lambda_runtime.mapping import MappingState
-from stepcrawl.local.lambda_runtime.specs import Message
-from stepcrawl.local.lambda_runtime.sqs_calls import change_visibility, delete, receive
-from stepcrawl.local.lambda_runtime.tracker import Tracker
+from stepcrawl.emulator.lambda_runtime.chaos import Chaos, duplicates, lost
+from stepcrawl.emulator.lambda_runtime.mapping import MappingState
+from stepcrawl.emulator.lambda_runtime.specs import Message
+from stepcrawl.emulator.lambda_runtime.sqs_calls import change_visibility, delete, receive
+from stepcrawl.emulator.lambda_runtime.tracker import Tracker
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from stepcrawl.local.background import BackgroundThread
+from stepcrawl.emulator.background import BackgroundThread
 
 __all__ = ["EmfForwarder", "distinct_metrics", "metric_data", "metric_sums"]
 

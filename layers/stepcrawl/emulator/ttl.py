@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from stepcrawl.local.background import BackgroundThread
+from stepcrawl.emulator.background import BackgroundThread
 
 __all__ = ["BATCH_SIZE", "TtlReaper", "expire_items", "ttl_attributes"]
 

@@ -6,9 +6,9 @@ import random
 import threading
 from dataclasses import asdict, dataclass
 
-from stepcrawl.local.lambda_runtime.containers import Function
-from stepcrawl.local.lambda_runtime.specs import MappingSpec, Message
-from stepcrawl.local.lambda_runtime.stats import MappingCounts, MappingStats
+from stepcrawl.emulator.lambda_runtime.containers import Function
+from stepcrawl.emulator.lambda_runtime.specs import MappingSpec, Message
+from stepcrawl.emulator.lambda_runtime.stats import MappingCounts, MappingStats
 
 __all__ = ["Invocation", "MappingState"]
 

@@ -21,12 +21,12 @@ polling, and what the environment gate costs: docs/performance.md.
 
 from __future__ import annotations
 
-from stepcrawl.local.lambda_runtime.chaos import Chaos
-from stepcrawl.local.lambda_runtime.containers import load_handler
-from stepcrawl.local.lambda_runtime.runtime import LambdaRuntime
-from stepcrawl.local.lambda_runtime.specs import FunctionSpec, MappingSpec
-from stepcrawl.local.lambda_runtime.sqs_event import LambdaContext, sqs_event
-from stepcrawl.local.lambda_runtime.stats import MappingCounts, MappingStats
+from stepcrawl.emulator.lambda_runtime.chaos import Chaos
+from stepcrawl.emulator.lambda_runtime.containers import load_handler
+from stepcrawl.emulator.lambda_runtime.runtime import LambdaRuntime
+from stepcrawl.emulator.lambda_runtime.specs import FunctionSpec, MappingSpec
+from stepcrawl.emulator.lambda_runtime.sqs_event import LambdaContext, sqs_event
+from stepcrawl.emulator.lambda_runtime.stats import MappingCounts, MappingStats
 
 __all__ = [
     "Chaos",

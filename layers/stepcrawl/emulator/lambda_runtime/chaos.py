@@ -8,7 +8,7 @@ before the runtime's delete: inside, a trace function on the invocation's thread
 ``_ChaosCrash`` (a ``BaseException``, so ``except Exception`` does not take it for an ordinary
 error) at the N-th line run in project code (one whose crash cannot skip a ``with`` exit, a
 ``finally`` or the gap after an ``acquire()``: the lock would stay held, as a killed sandbox's
-would not); the standard library, site-packages (moto, botocore) and ``stepcrawl.local`` are
+would not); the standard library, site-packages (moto, botocore) and ``stepcrawl.emulator`` are
 skipped, since AWS's APIs are atomic and a crash in them could corrupt the emulator or leak
 its locks. N is uniform up to twice the longest run seen, so a point past the end kills the
 invocation after return. A crashed invocation fails and deletes nothing; as a chaos-only
@@ -36,9 +36,9 @@ from pathlib import Path
 from types import CodeType, FrameType
 from typing import Any, Final
 
-from stepcrawl.local.lambda_runtime.containers import Function
-from stepcrawl.local.lambda_runtime.mapping import MappingState
-from stepcrawl.local.lambda_runtime.specs import Handler, Message
+from stepcrawl.emulator.lambda_runtime.containers import Function
+from stepcrawl.emulator.lambda_runtime.mapping import MappingState
+from stepcrawl.emulator.lambda_runtime.specs import Handler, Message
 
 __all__ = ["Chaos", "crash_reason", "duplicates", "lost", "plan_crash", "run_crashing"]
 
@@ -50,7 +50,7 @@ _UNTRACED: Final = tuple(
         f"{Path(p).resolve()}{os.sep}"
         for p in (
             *(sysconfig.get_path(n) for n in ("stdlib", "platstdlib", "purelib", "platlib")),
-            str(Path(__file__).parents[1]),  # stepcrawl.local, the emulator's side
+            str(Path(__file__).parents[1]),  # stepcrawl.emulator, the emulator itself
         )
     }
 )

@@ -21,10 +21,9 @@ from __future__ import annotations
 
 import json
 import re
-import statistics
 import sys
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Final
@@ -36,11 +35,11 @@ from stepcrawl.crawl.failures import list_failures
 from stepcrawl.crawl.tasklog import recorded_lines
 from stepcrawl.crawl.waiting import summarize_waiting, waiting_urls
 from stepcrawl.deployment import Deployment, RunStatus, TaskStatus
-from stepcrawl.local.metrics import distinct_metrics
-from stepcrawl.local.report_html import write_report_html
+from stepcrawl.emulator.metrics import distinct_metrics
 from stepcrawl.names import METRICS_NAMESPACE
-from stepcrawl.runtime import container_usage
+from stepcrawl.reports.html import write_report_html
 from stepcrawl.storage import Usage
+from stepcrawl.telemetry.percentiles import percentiles
 
 __all__ = ["percentiles", "run_counts", "run_error", "run_warnings", "write_run_outputs"]
 
@@ -65,26 +64,20 @@ _CONTAINER = re.compile(r"lambda-(?P<function>.+)-\d+")
 _SCHEDULED = "sweeper"
 
 
-def percentiles(values: Sequence[float]) -> dict[str, float] | None:
-    """p50 / p95 / p99 (inclusive method: within the observed range), ``None`` without data."""
-    if not values:
-        return None
-    if len(values) == 1:
-        only = round(float(values[0]), 1)
-        return {"p50": only, "p95": only, "p99": only}
-    cuts = statistics.quantiles(values, n=100, method="inclusive")
-    return {"p50": round(cuts[49], 1), "p95": round(cuts[94], 1), "p99": round(cuts[98], 1)}
-
-
 def write_run_outputs(
     deployment: Deployment,
     status: RunStatus,
     out: Path,
     extra: Mapping[str, Any] | None = None,
+    *,
+    containers: Mapping[str, Usage] | None = None,
 ) -> dict[str, Any]:
     """Write a finished (or stopped) run's results under ``out``; return the report.
 
     ``extra`` is added to the report as is (local mode adds the runtime's invocation counts).
+    ``containers`` is what each function container metered, by container name, when the
+    run's containers ran in this process (local mode); without it the cost is priced from
+    the usage the task records hold.
     """
     (out / "items").mkdir(parents=True, exist_ok=True)
     definitions = deployment.tasks(status.pipeline)
@@ -125,7 +118,7 @@ def write_run_outputs(
     report["dead_letters"] = deployment.dead_letters()
     _add_waiting(deployment, status, report)
     report["warnings"] = run_warnings(report)
-    cost = _run_cost(deployment, status, out, extra or {})
+    cost = _run_cost(deployment, status, out, extra or {}, containers or {})
     if cost is not None:
         report["cost"] = cost
     (out / "report.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
@@ -256,7 +249,11 @@ def _page_records(deployment: Deployment, status: RunStatus) -> dict[str, list[d
 
 
 def _run_cost(
-    deployment: Deployment, status: RunStatus, out: Path, extra: Mapping[str, Any]
+    deployment: Deployment,
+    status: RunStatus,
+    out: Path,
+    extra: Mapping[str, Any],
+    containers: Mapping[str, Usage],
 ) -> dict[str, Any] | None:
     """The report's ``cost`` block; ``None`` for a run that crawled no page."""
     # Local mode routes what the functions print through sys.stdout/stderr into the log
@@ -271,7 +268,7 @@ def _run_cost(
             name: int(stats.get("invocations", 0))
             for name, stats in dict(extra.get("invocations", {})).items()
         },
-        containers=container_usage(),
+        containers=containers,
         state_transitions=_state_transitions(deployment, status.execution_arn),
         log_bytes=log.stat().st_size if log.exists() else 0,
         custom_metrics=_custom_metrics(deployment),

@@ -23,7 +23,7 @@ from collections import Counter, deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
-from stepcrawl.local.lambda_runtime.specs import FunctionSpec
+from stepcrawl.emulator.lambda_runtime.specs import FunctionSpec
 
 __all__ = ["EnvGate", "Group", "put_environ", "saved_environ", "split_environments"]
 

@@ -11,7 +11,7 @@ An invocation older than ``RetryPolicy.MaximumEventAgeInSeconds`` (default one d
 dropped instead of delivered.
 
 moto creates no schedules through CloudFormation and fires none, so local mode drops these
-resources from the template it deploys (see :mod:`stepcrawl.local.emulator`) and plays them
+resources from the template it deploys (see :mod:`stepcrawl.emulator.server`) and plays them
 here from the same template: :func:`schedules_from_template` reads them, and
 :class:`LocalScheduler` runs one daemon thread that computes each enabled schedule's next
 fire time with the project's own parser (:mod:`stepcrawl.pipeline.schedule_expr`, which
@@ -37,8 +37,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from stepcrawl.emulator.background import BackgroundThread
 from stepcrawl.errors import ConfigError, ScheduleExpressionError
-from stepcrawl.local.background import BackgroundThread
 from stepcrawl.pipeline.schedule_expr import CronExpression, ScheduleExpression, parse_schedule
 
 __all__ = [

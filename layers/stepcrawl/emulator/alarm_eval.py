@@ -1,6 +1,6 @@
 """CloudWatch alarm evaluation, the pure part: definitions, metric math, states and reasons.
 
-moto stores alarms but never evaluates them; local mode does (:mod:`stepcrawl.local.alarms`
+moto stores alarms but never evaluates them; local mode does (:mod:`stepcrawl.emulator.alarms`
 reads the template, fetches the data and delivers the changes). What is here is what
 CloudWatch decides, kept free of I/O so that the unit tests pin it down:
 

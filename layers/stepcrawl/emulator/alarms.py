@@ -16,7 +16,7 @@ run alerts as a deployed one does (docs/local.md, "Alarms and alerts locally"),
 3. **Alarms.** Every ``AWS::CloudWatch::Alarm`` and ``CompositeAlarm`` of the template (created
    in moto at start, so ``aws cloudwatch describe-alarms`` lists them) is evaluated against the
    emulator's CloudWatch (``GetMetricData``) with CloudWatch's rules
-   (:mod:`stepcrawl.local.alarm_eval`), periods scaled by ``every / 60``. A change of state is
+   (:mod:`stepcrawl.emulator.alarm_eval`), periods scaled by ``every / 60``. A change of state is
    set in moto (``SetAlarmState``) and, for the actions of the new state that name a topic,
    delivered as SNS delivers it: the alarm JSON in an SNS event, to each function subscribed.
 
@@ -39,8 +39,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
-from stepcrawl.errors import ConfigError
-from stepcrawl.local.alarm_eval import (
+from stepcrawl.emulator.alarm_eval import (
     ALARM,
     INSUFFICIENT_DATA,
     OK,
@@ -56,14 +55,15 @@ from stepcrawl.local.alarm_eval import (
     scaled_period,
     series_of,
 )
-from stepcrawl.local.alarm_events import (
+from stepcrawl.emulator.alarm_events import (
     alarm_message,
     alarm_subject,
     composite_message,
     execution_event,
     sns_event,
 )
-from stepcrawl.local.background import BackgroundThread
+from stepcrawl.emulator.background import BackgroundThread
+from stepcrawl.errors import ConfigError
 from stepcrawl.names import ENV_ALERT_CHANNELS
 
 __all__ = [
@@ -808,7 +808,7 @@ class LocalAlarms(BackgroundThread):
 
     def _create_composite(self, alarm: CompositeAlarm) -> None:
         """The composite in the emulator, which has no PutCompositeAlarm API (see
-        :meth:`~stepcrawl.local.emulator.Emulator.put_composite_alarm`)."""
+        :meth:`~stepcrawl.emulator.server.Emulator.put_composite_alarm`)."""
         if self._put_composite is None:
             return
         try:

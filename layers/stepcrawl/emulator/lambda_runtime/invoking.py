@@ -21,14 +21,14 @@ from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass
 from typing import TYPE_CHECKING, Any
 
-from stepcrawl.local.lambda_runtime.chaos import Chaos, crash_reason, plan_crash, run_crashing
-from stepcrawl.local.lambda_runtime.containers import Function
-from stepcrawl.local.lambda_runtime.environment import EnvGate
-from stepcrawl.local.lambda_runtime.mapping import Invocation, MappingState
-from stepcrawl.local.lambda_runtime.specs import Message
-from stepcrawl.local.lambda_runtime.sqs_calls import change_visibility, delete
-from stepcrawl.local.lambda_runtime.sqs_event import LambdaContext, failed_ids, sqs_event
-from stepcrawl.local.lambda_runtime.tracker import Tracker
+from stepcrawl.emulator.lambda_runtime.chaos import Chaos, crash_reason, plan_crash, run_crashing
+from stepcrawl.emulator.lambda_runtime.containers import Function
+from stepcrawl.emulator.lambda_runtime.environment import EnvGate
+from stepcrawl.emulator.lambda_runtime.mapping import Invocation, MappingState
+from stepcrawl.emulator.lambda_runtime.specs import Message
+from stepcrawl.emulator.lambda_runtime.sqs_calls import change_visibility, delete
+from stepcrawl.emulator.lambda_runtime.sqs_event import LambdaContext, failed_ids, sqs_event
+from stepcrawl.emulator.lambda_runtime.tracker import Tracker
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient

@@ -5,7 +5,7 @@ One entry per metric (the names are the ``METRIC_*`` constants of :mod:`stepcraw
 its unit, the statistic to read it with, the functions that print it (their ``service``
 dimension), its dimension sets, what it means and what to do when it moves. The library, the
 stack (dashboards, alarms) and the tests read this list; ``docs/operations.md`` holds it as a
-table (``python -m stepcrawl.metrics_catalogue`` prints it), and
+table (``python -m stepcrawl.telemetry.catalogue`` prints it), and
 ``tests/unit/test_metric_catalogue.py`` fails when a name is emitted but not here, or here but
 never emitted.
 
@@ -535,7 +535,7 @@ class MetricRecorder:
     ) -> None:
         spec = BY_NAME.get(name)
         if spec is None:
-            raise ValueError(f"metric {name!r} is not in the catalogue (metrics_catalogue.py)")
+            raise ValueError(f"metric {name!r} is not in the catalogue (telemetry/catalogue.py)")
         if set(dimensions) != spec.keys:
             raise ValueError(
                 f"metric {name} takes dimensions {sorted(spec.keys)}, not {sorted(dimensions)}"

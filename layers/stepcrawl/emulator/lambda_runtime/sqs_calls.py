@@ -6,8 +6,8 @@ import logging
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from stepcrawl.local.lambda_runtime.mapping import MappingState
-from stepcrawl.local.lambda_runtime.specs import Message
+from stepcrawl.emulator.lambda_runtime.mapping import MappingState
+from stepcrawl.emulator.lambda_runtime.specs import Message
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient

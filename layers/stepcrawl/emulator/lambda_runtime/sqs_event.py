@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from stepcrawl.local.lambda_runtime.specs import FunctionSpec
+from stepcrawl.emulator.lambda_runtime.specs import FunctionSpec
 
 __all__ = ["LambdaContext", "failed_ids", "new_log_stream", "sqs_event"]
 

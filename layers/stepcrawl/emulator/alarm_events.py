@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from stepcrawl.local.alarm_eval import CompositeAlarm, Evaluation, MetricAlarm, State
+from stepcrawl.emulator.alarm_eval import CompositeAlarm, Evaluation, MetricAlarm, State
 
 __all__ = [
     "alarm_message",

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 import math
-import statistics
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from html import escape
@@ -27,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Final
 from stepcrawl.diagnose import KINDS, Diagnosis, RunData, diagnose
 from stepcrawl.diagnose.analysis import BASES
 from stepcrawl.diagnose.sources import PAGES_FILE, run_data, write_page_records
+from stepcrawl.telemetry.percentiles import percentiles
 
 if TYPE_CHECKING:
     from stepcrawl.deployment import Deployment, RunStatus
@@ -191,7 +191,7 @@ def _status_chart(crawls: Mapping[str, Any]) -> str:
 
 def _latency_chart(pages: Sequence[Any], crawls: Mapping[str, Any]) -> str:
     values = [float(p.fetch_ms) for p in pages if p.fetch_ms]
-    marks = _percentiles(values)
+    marks = percentiles(values) or {}
     if not values:
         # A report without page records: its percentiles only.
         first = next((t["fetch_ms"] for t in crawls.values() if t.get("fetch_ms")), None)
@@ -565,15 +565,6 @@ def _triple(values: Any) -> str:
 def _rate(pages: int, crawls: Mapping[str, Any]) -> float | None:
     seconds = sum(float(v.get("seconds") or 0) for v in crawls.values())
     return round(pages / seconds, 1) if seconds else None
-
-
-def _percentiles(values: Sequence[float]) -> dict[str, float]:
-    if not values:
-        return {}
-    if len(values) == 1:
-        return {"p50": values[0], "p95": values[0], "p99": values[0]}
-    cuts = statistics.quantiles(values, n=100, method="inclusive")
-    return {"p50": round(cuts[49], 1), "p95": round(cuts[94], 1), "p99": round(cuts[98], 1)}
 
 
 def _bin_width(span: float) -> float:
