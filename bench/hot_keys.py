@@ -44,11 +44,11 @@ from stepcrawl.crawl.messages import ControlMessage, FetchMessage, ParseBundle
 from stepcrawl.crawl.parse_stage import process_bundles
 from stepcrawl.crawl.tokens import MemoryTokens
 from stepcrawl.fetch import FetchPolicy, FetchResult
-from stepcrawl.keys import scaler_key
 from stepcrawl.pipeline import Pipeline
 from stepcrawl.scaling.policy import FETCH
 from stepcrawl.storage import MemoryBlobStore, MemoryQueue, MemoryTable, Meter, OutMessage
 from stepcrawl.storage.meter import KeyLoad
+from stepcrawl.table_keys import scaler_key
 
 __all__ = [
     "HALF_READ",
@@ -287,7 +287,7 @@ class Report:
 
 
 def kind_of(pk: str) -> str:
-    """The key kind of a partition key (``stepcrawl.keys``)."""
+    """The key kind of a partition key (``stepcrawl.table_keys``)."""
     head = pk.split("#", maxsplit=1)[0]
     return {
         "RUN": "run partition (task index)",

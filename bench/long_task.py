@@ -32,9 +32,9 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from stepcrawl.crawl.tasklog import Delta, PageLine, TaskLog
-from stepcrawl.keys import log_key
 from stepcrawl.storage import MemoryBlobStore, MemoryTable, Meter
 from stepcrawl.storage.table import Key
+from stepcrawl.table_keys import log_key
 
 __all__ = ["Measured", "ReadCounter", "main", "measure", "synthetic_log"]
 

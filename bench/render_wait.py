@@ -43,7 +43,7 @@ from stepcrawl.fetch import FetchPolicy, NetworkGuard
 from stepcrawl.fetch.browser import MAX_PAGES_AT_ONCE, BrowserFetcher, find_chromium
 from stepcrawl.functions_spec import FUNCTION_MEMORY_MB
 from stepcrawl.pipeline import CrawlTask, Pipeline
-from stepcrawl.pipeline.render_keys import DEFAULT_RENDER_TIMEOUT
+from stepcrawl.pipeline.render_options import DEFAULT_RENDER_TIMEOUT
 
 __all__ = [
     "DELAYS",

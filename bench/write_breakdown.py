@@ -2,7 +2,7 @@
 
 Runs the demo pipeline's crawl on the in-memory runner (as ``cost_per_page.py`` does) with
 the memory table's writes tallied by operation and key prefix (``URL``, ``BL``, ``RUN/LEDGER``
-...: the item kinds of ``stepcrawl.keys``).
+...: the item kinds of ``stepcrawl.table_keys``).
 
     .venv/bin/python bench/write_breakdown.py [--categories 8] [--products 60]
 """

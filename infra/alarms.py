@@ -55,7 +55,8 @@ from stepcrawl.names import (
     METRICS_NAMESPACE,
 )
 from stepcrawl.pipeline import Pipeline
-from stepcrawl.pipeline.schedule_expr import RateExpression, parse_schedule
+from stepcrawl.pipeline.rate_expr import RateExpression
+from stepcrawl.pipeline.schedule_expr import parse_schedule
 
 __all__ = [
     "BREAKER_STORM",
@@ -68,7 +69,10 @@ __all__ = [
     "longest_gap",
 ]
 
-FETCH_SERVICE: Final = "fetch"  # the fetch function's ``service`` dimension (Powertools)
+#: The ``service`` dimension (Powertools) of the functions that run the fetch stage: fetch,
+#: and render for ``render: browser`` pages (functions/render): a target failing for either
+#: is failing.
+FETCH_SERVICES: Final = ("fetch", "render")
 #: Share of fetches failing or throttled, over five minutes, that calls someone.
 ERROR_RATIO: Final = 0.25
 #: Breakers opened within five minutes that make a storm.
@@ -338,25 +342,42 @@ class Alarms(Construct):
         )
 
 
-def _fetch_metric(name: str, **dimensions: str) -> cloudwatch.Metric:
-    """A fetch counter, all tasks together (the series the scaler reads too), per 5 min."""
+def _fetch_series(name: str, service: str, **dimensions: str) -> cloudwatch.Metric:
+    """One function's series of a fetch counter, all tasks together, per 5 min."""
     return cloudwatch.Metric(
         namespace=METRICS_NAMESPACE,
         metric_name=name,
-        dimensions_map={"service": FETCH_SERVICE, **dimensions},
+        dimensions_map={"service": service, **dimensions},
         statistic="Sum",
         period=Duration.minutes(5),
     )
 
 
-def _error_ratio_of_fetches() -> cloudwatch.MathExpression:
+def _fetched(name: str, key: str, **dimensions: str) -> tuple[str, dict[str, cloudwatch.Metric]]:
+    """A fetch counter over every function that runs the fetch stage (fetch, and render for
+    ``render: browser`` pages): the sum as an expression term, and its inputs."""
+    inputs = {
+        f"{key}{n}": _fetch_series(name, service, **dimensions)
+        for n, service in enumerate(FETCH_SERVICES)
+    }
+    return "(" + " + ".join(f"FILL({k},0)" for k in inputs) + ")", inputs
+
+
+def _fetch_metric(name: str, **dimensions: str) -> cloudwatch.MathExpression:
+    """A fetch counter, all tasks and every fetching function together, per 5 min."""
+    term, inputs = _fetched(name, "m", **dimensions)
     return cloudwatch.MathExpression(
-        expression="IF(pages > 0, (FILL(errors,0) + FILL(throttled,0)) / pages, 0)",
-        using_metrics={
-            "pages": _fetch_metric(METRIC_PAGES_FETCHED),
-            "errors": _fetch_metric(METRIC_FETCH_ERRORS),
-            "throttled": _fetch_metric(METRIC_FETCH_THROTTLED),
-        },
+        expression=term, using_metrics=inputs, label=name, period=Duration.minutes(5)
+    )
+
+
+def _error_ratio_of_fetches() -> cloudwatch.MathExpression:
+    pages, pages_in = _fetched(METRIC_PAGES_FETCHED, "pages")
+    errors, errors_in = _fetched(METRIC_FETCH_ERRORS, "errors")
+    throttled, throttled_in = _fetched(METRIC_FETCH_THROTTLED, "throttled")
+    return cloudwatch.MathExpression(
+        expression=f"IF({pages} > 0, ({errors} + {throttled}) / {pages}, 0)",
+        using_metrics={**pages_in, **errors_in, **throttled_in},
         label="failed or throttled fetches",
         period=Duration.minutes(5),
     )

@@ -22,7 +22,7 @@ from infra.retention import RETENTION_BY_DAYS
 from stepcrawl.crawl.context import DEPLOYED_SETTINGS, CrawlConfig
 from stepcrawl.scaling import ScalerSettings
 from stepcrawl.scaling.aws import parse_settings
-from stepcrawl.scaling.shedding import SheddingSettings
+from stepcrawl.telemetry.shedding import SheddingSettings
 
 __all__ = [
     "CONSOLE_KEYS",

@@ -53,6 +53,7 @@ from infra.pipelines import state_machine_name
 from infra.queues import WorkQueues
 from infra.retention import retention_days
 from infra.storage import Storage
+from stepcrawl.environment import ConsoleEnvironment
 from stepcrawl.names import (
     ENV_BUCKET,
     ENV_CONTROL_QUEUE_URL,
@@ -142,34 +143,68 @@ class Console(Construct):
         stack = Stack.of(self)
         assets = _static_dir(static_dir if static_dir is not None else STATIC_DIR)
         retention = retention_days(config.log_retention_days)
+        # The parts in the order they have always been created: the template lists the
+        # resources in creation order, and a reordering would show up as a template change.
+        self.function = self._function(config, storage, queues, layers, pipelines_dir)
+        function = self.function.function
+        self._grant(config, function, storage, queues, machines)
+        self.bucket = self._bucket()
+        self.api, self.access_logs, self.stage = self._api(config, retention)
+        api_domain = f"{self.api.api_id}.execute-api.{stack.region}.{stack.url_suffix}"
+        self.distribution = self._distribution(config, api_domain)
+        self.url = f"https://{self.distribution.distribution_domain_name}/"
+        self.user_pool = self._user_pool(config)
+        self.domain, self.client = self._page_client(config)
+        self.domain_host = f"{self.domain.domain_name}.auth.{stack.region}.amazoncognito.com"
+        self.authorizer, self.routes = self._routes(function)
+        self.config_json = {
+            "mode": "aws",
+            "api": API_PATH,
+            "auth": {
+                "domain": self.domain_host,
+                "client_id": self.client.user_pool_client_id,
+                "redirect_uri": self.url,
+                "scopes": list(SCOPES),
+            },
+        }
+        self.deploy_role, self.deployment = self._deploy_page(assets, retention)
 
-        # -- the API's function ------------------------------------------------------------
-        self.function = StepcrawlFunction(
+    def _function(
+        self,
+        config: StackConfig,
+        storage: Storage,
+        queues: WorkQueues,
+        layers: Sequence[lambda_.ILayerVersion],
+        pipelines_dir: str,
+    ) -> StepcrawlFunction:
+        """The API's function."""
+        return StepcrawlFunction(
             self,
             "Function",
             spec=CONSOLE,
             config=config,
-            environment={
-                # The workers' environment (stepcrawl.runtime), the same engine settings (a
-                # re-drive shards the frontier as the functions do), and the stage, whose
-                # Deployment the API reads (stack outputs).
-                ENV_TABLE: storage.table.table_name,
-                ENV_BUCKET: storage.bucket.bucket_name,
-                ENV_FETCH_QUEUE_URL: queues.fetch.queue.queue_url,
-                ENV_PARSE_QUEUE_URL: queues.parse.queue.queue_url,
-                ENV_CONTROL_QUEUE_URL: queues.control.queue.queue_url,
-                ENV_PIPELINES_DIR: pipelines_dir,
-                ENV_STAGE: config.stage,
-                **config.engine.to_env(),
-            },
+            # The workers' environment (stepcrawl.runtime), the same engine settings (a
+            # re-drive shards the frontier as the functions do), and the stage, whose
+            # Deployment the API reads (stack outputs); through the console's model.
+            environment=ConsoleEnvironment.model_validate(
+                {
+                    ENV_TABLE: storage.table.table_name,
+                    ENV_BUCKET: storage.bucket.bucket_name,
+                    ENV_FETCH_QUEUE_URL: queues.fetch.queue.queue_url,
+                    ENV_PARSE_QUEUE_URL: queues.parse.queue.queue_url,
+                    ENV_CONTROL_QUEUE_URL: queues.control.queue.queue_url,
+                    ENV_PIPELINES_DIR: pipelines_dir,
+                    ENV_STAGE: config.stage,
+                    **config.engine.to_env(),
+                }
+            ).variables(),
             layers=list(layers),
         )
-        function = self.function.function
-        self._grant(config, function, storage, queues, machines)
 
-        # -- the page's bucket -------------------------------------------------------------
-        # Built files only (the deployment puts them back): destroyed with the stack.
-        self.bucket = s3.Bucket(
+    def _bucket(self) -> s3.Bucket:
+        """The page's bucket: built files only (the deployment puts them back), so it is
+        destroyed with the stack."""
+        return s3.Bucket(
             self,
             "Assets",
             encryption=s3.BucketEncryption.S3_MANAGED,
@@ -180,29 +215,34 @@ class Console(Construct):
             auto_delete_objects=True,
         )
 
-        # -- the HTTP API --------------------------------------------------------------------
-        self.api = apigwv2.HttpApi(
+    def _api(
+        self, config: StackConfig, retention: logs.RetentionDays
+    ) -> tuple[apigwv2.HttpApi, logs.LogGroup, apigwv2.HttpStage]:
+        """The HTTP API, its access log group and its one throttled stage."""
+        api = apigwv2.HttpApi(
             self,
             "Api",
             api_name=f"{config.prefix}-console",
             description=f"stepcrawl console API ({config.stage})",
             create_default_stage=False,
         )
-        self.access_logs = logs.LogGroup(
+        access_logs = logs.LogGroup(
             self, "ApiAccessLogs", retention=retention, removal_policy=RemovalPolicy.DESTROY
         )
-        self.stage = apigwv2.HttpStage(
+        stage = apigwv2.HttpStage(
             self,
             "ApiStage",
-            http_api=self.api,
+            http_api=api,
             auto_deploy=True,
             throttle=THROTTLE,
-            access_log_settings=_AccessLogs(self.access_logs),
+            access_log_settings=_AccessLogs(access_logs),
         )
-        api_domain = f"{self.api.api_id}.execute-api.{stack.region}.{stack.url_suffix}"
+        return api, access_logs, stage
 
-        # -- the distribution ----------------------------------------------------------------
-        self.distribution = cloudfront.Distribution(
+    def _distribution(self, config: StackConfig, api_domain: str) -> cloudfront.Distribution:
+        """One distribution for both halves: the page from the bucket, ``/api/*`` from the
+        API (``api_domain``)."""
+        return cloudfront.Distribution(
             self,
             "Distribution",
             comment=f"{config.prefix} console",
@@ -236,10 +276,11 @@ class Console(Construct):
                 )
             },
         )
-        self.url = f"https://{self.distribution.distribution_domain_name}/"
 
-        # -- sign-in -------------------------------------------------------------------------
-        self.user_pool = cognito.UserPool(
+    def _user_pool(self, config: StackConfig) -> cognito.UserPool:
+        """Sign-in: users created by an administrator, a strong password, TOTP MFA required
+        and threat protection; the invitation links the page (``url``)."""
+        return cognito.UserPool(
             self,
             "Users",
             user_pool_name=f"{config.prefix}-console",
@@ -271,12 +312,17 @@ class Console(Construct):
             # Console sign-ins only (recreated with one command): nothing worth retaining.
             removal_policy=RemovalPolicy.DESTROY,
         )
+
+    def _page_client(
+        self, config: StackConfig
+    ) -> tuple[cognito.UserPoolDomain, cognito.UserPoolClient]:
+        """The hosted UI's domain and the page's public app client (code grant with PKCE)."""
         prefix = config.console.domain_prefix or f"{config.prefix}-{Aws.ACCOUNT_ID}"
-        self.domain = self.user_pool.add_domain(
+        domain = self.user_pool.add_domain(
             "Domain", cognito_domain=cognito.CognitoDomainOptions(domain_prefix=prefix)
         )
         urls = [self.url, *config.console.callback_urls]
-        self.client = self.user_pool.add_client(
+        client = self.user_pool.add_client(
             "Page",
             user_pool_client_name="console",
             generate_secret=False,  # a browser cannot keep one: code grant with PKCE
@@ -294,36 +340,33 @@ class Console(Construct):
             access_token_validity=Duration.hours(1),
             refresh_token_validity=Duration.hours(12),
         )
-        self.domain_host = f"{self.domain.domain_name}.auth.{stack.region}.amazoncognito.com"
+        return domain, client
 
-        # -- every route behind the JWT authorizer ------------------------------------------
-        self.authorizer = authorizers.HttpJwtAuthorizer(
+    def _routes(
+        self, function: lambda_.Function
+    ) -> tuple[authorizers.HttpJwtAuthorizer, list[apigwv2.HttpRoute]]:
+        """Every route of ``/api/*`` to the function, behind the JWT authorizer."""
+        authorizer = authorizers.HttpJwtAuthorizer(
             "Cognito",
             f"https://{self.user_pool.user_pool_provider_url}",
             jwt_audience=[self.client.user_pool_client_id],
             authorizer_name="cognito",
         )
-        self.routes = self.api.add_routes(
+        routes = self.api.add_routes(
             path=f"{API_PATH}/{{proxy+}}",
             methods=[apigwv2.HttpMethod.ANY],
             integration=integrations.HttpLambdaIntegration("Function", function),
-            authorizer=self.authorizer,
+            authorizer=authorizer,
         )
+        return authorizer, routes
 
-        # -- the page and its config.json ----------------------------------------------------
-        self.config_json = {
-            "mode": "aws",
-            "api": API_PATH,
-            "auth": {
-                "domain": self.domain_host,
-                "client_id": self.client.user_pool_client_id,
-                "redirect_uri": self.url,
-                "scopes": list(SCOPES),
-            },
-        }
+    def _deploy_page(
+        self, assets: Path, retention: logs.RetentionDays
+    ) -> tuple[iam.Role, s3deploy.BucketDeployment]:
+        """The page and its ``config.json``, copied into the bucket at deploy time."""
         # The deployment's own role and log group (the stack's rule: no
         # AWSLambdaBasicExecutionRole); the deployment grants it the buckets and invalidation.
-        self.deploy_role = deployer = iam.Role(
+        deployer = iam.Role(
             self,
             "DeployRole",
             assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
@@ -333,7 +376,7 @@ class Console(Construct):
             self, "DeployLogs", retention=retention, removal_policy=RemovalPolicy.DESTROY
         )
         deploy_logs.grant_write(deployer)
-        self.deployment = s3deploy.BucketDeployment(
+        deployment = s3deploy.BucketDeployment(
             self,
             "Page",
             destination_bucket=self.bucket,
@@ -347,6 +390,7 @@ class Console(Construct):
             log_group=deploy_logs,
             memory_limit=256,
         )
+        return deployer, deployment
 
     def _grant(
         self,

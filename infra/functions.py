@@ -33,6 +33,7 @@ from infra.queues import WorkQueue, WorkQueues
 from infra.retention import retention_days
 from infra.storage import Storage
 from infra.tracing import sampling_rule_name
+from stepcrawl.environment import FUNCTION_ENVIRONMENTS
 from stepcrawl.functions_spec import FUNCTION_MEMORY_MB
 from stepcrawl.names import (
     ENV_ALERT_CHANNELS,
@@ -191,13 +192,20 @@ class Workers(Construct):
             **config.engine.to_env(),
         }
 
-        def function(spec: WorkerSpec, extra: dict[str, str] | None = None) -> lambda_.Function:
+        def function(
+            spec: WorkerSpec, variables: dict[str, str] | None = None, *, shared: bool = True
+        ) -> lambda_.Function:
+            """The function ``spec`` with the workers' variables (``shared``) and its own."""
+            # Through the function's environment model (stepcrawl.environment), which the
+            # function reads them back with: a variable it does not declare fails the synth.
+            model = FUNCTION_ENVIRONMENTS[spec.name]
+            given = {**(environment if shared else {}), **(variables or {})}
             return StepcrawlFunction(
                 self,
                 spec.name.capitalize(),
                 spec=spec,
                 config=config,
-                environment={**environment, **(extra or {})},
+                environment=model.model_validate(given).variables(),
                 layers=layers,
             ).function
 
@@ -260,9 +268,11 @@ class Workers(Construct):
         self.notify = function(
             NOTIFY,
             {
+                ENV_TABLE: storage.table.table_name,
                 ENV_ALERT_CHANNELS: ",".join(config.alert_webhook_secrets),
                 ENV_STAGE: config.stage,
             },
+            shared=False,  # its table and its channels: nothing of the engine's
         )
         # A late tick is worthless: the next one, a minute away, measures afresh.
         self.scale_schedule = every(

@@ -149,6 +149,13 @@ def acknowledge_reviewed_findings(stack: StepcrawlStack) -> None:
 
 def _console(stack: StepcrawlStack, console: Console) -> None:
     """The console's findings (context ``console``; infra/console.py)."""
+    _console_page(console)
+    _console_function(stack, console)
+    _console_deployment(stack, console)
+
+
+def _console_page(console: Console) -> None:
+    """The page's bucket and the distribution in front of it and of the API."""
     _ack(
         console.bucket,
         "S1",
@@ -188,6 +195,9 @@ def _console(stack: StepcrawlStack, console: Console) -> None:
         "manage domains.",
     )
 
+
+def _console_function(stack: StepcrawlStack, console: Console) -> None:
+    """The API's function: its runtime and the wildcards of its grants."""
     function = console.function.function
     _ack(function, "L1", RUNTIME_REASON)
     policy = _policy(function.role)
@@ -212,8 +222,11 @@ def _console(stack: StepcrawlStack, console: Console) -> None:
             "(execution:<name>:*).",
         )
 
-    # CDK's BucketDeployment: its handler (a singleton function of the stack) and the grants
-    # it gives the role we hand it (infra/console.py DeployRole).
+
+def _console_deployment(stack: StepcrawlStack, console: Console) -> None:
+    """CDK's BucketDeployment, which copies the page at deploy time: its handler (a singleton
+    function of the stack) and the grants it gives the role we hand it (infra/console.py
+    DeployRole)."""
     handlers = [
         child
         for child in Stack.of(console).node.children

@@ -38,6 +38,7 @@ from infra.queues import WorkQueue, WorkQueues
 from infra.retention import retention_days
 from infra.storage import Storage
 from stepcrawl.crawl.render import renders_any
+from stepcrawl.environment import WorkerEnvironment
 from stepcrawl.functions_spec import FUNCTION_MEMORY_MB
 from stepcrawl.names import (
     ENV_BUCKET,
@@ -162,13 +163,18 @@ class RenderWorker(Construct):
             system_log_level_v2=lambda_.SystemLogLevel.WARN,
             log_group=self.log_group,
             environment={
-                ENV_TABLE: storage.table.table_name,
-                ENV_BUCKET: storage.bucket.bucket_name,
-                ENV_FETCH_QUEUE_URL: queues.fetch.queue.queue_url,
-                ENV_PARSE_QUEUE_URL: queues.parse.queue.queue_url,
-                ENV_RENDER_QUEUE_URL: self.queue.queue.queue_url,
-                ENV_PIPELINES_DIR: IMAGE_PIPELINES,
-                **config.engine.to_env(),
+                # Through render's model (stepcrawl.environment), which it reads them with.
+                **WorkerEnvironment.model_validate(
+                    {
+                        ENV_TABLE: storage.table.table_name,
+                        ENV_BUCKET: storage.bucket.bucket_name,
+                        ENV_FETCH_QUEUE_URL: queues.fetch.queue.queue_url,
+                        ENV_PARSE_QUEUE_URL: queues.parse.queue.queue_url,
+                        ENV_RENDER_QUEUE_URL: self.queue.queue.queue_url,
+                        ENV_PIPELINES_DIR: IMAGE_PIPELINES,
+                        **config.engine.to_env(),
+                    }
+                ).variables(),
                 "POWERTOOLS_SERVICE_NAME": "render",
                 "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
             },

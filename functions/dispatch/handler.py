@@ -13,7 +13,7 @@ from aws_lambda_powertools.utilities.batch import (
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from stepcrawl.crawl.lambdas import dispatch_record
+from stepcrawl.crawl.entrypoints import dispatch_record
 from stepcrawl.runtime import log_metrics, services_from_env
 
 logger = Logger(service="dispatch")

@@ -9,7 +9,7 @@ from aws_lambda_powertools.utilities.parser import parse
 from aws_lambda_powertools.utilities.parser.models import SqsModel
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from stepcrawl.crawl.lambdas import parse_records
+from stepcrawl.crawl.entrypoints import parse_records
 from stepcrawl.runtime import log_metrics, services_from_env
 
 logger = Logger(service="parse")

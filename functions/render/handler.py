@@ -13,9 +13,9 @@ from aws_lambda_powertools.utilities.parser import parse
 from aws_lambda_powertools.utilities.parser.models import SqsModel
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from stepcrawl.crawl.lambdas import fetch_records
+from stepcrawl.crawl.entrypoints import fetch_records
 from stepcrawl.crawl.render import render_services
-from stepcrawl.pipeline.render_keys import MAX_RENDER_TIMEOUT
+from stepcrawl.pipeline.render_options import MAX_RENDER_TIMEOUT
 from stepcrawl.runtime import container_browser, container_loop, log_metrics, services_from_env
 
 logger = Logger(service="render")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -12,11 +11,14 @@ from aws_lambda_powertools.metrics import MetricUnit, single_metric
 from aws_lambda_powertools.utilities.parser import event_parser
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from stepcrawl.environment import ScalerEnvironment
 from stepcrawl.names import METRICS_NAMESPACE
 from stepcrawl.scaling.aws import ScalerEvent, scale_from_env
 
 logger = Logger(service="scaler")
 tracer = Tracer(service="scaler")
+#: What this container's sampling rule already logged once (kept across its ticks).
+told: set[str] = set()
 
 
 def _emit(name: str, value: float, dimensions: Mapping[str, str]) -> None:
@@ -36,6 +38,7 @@ def _emit(name: str, value: float, dimensions: Mapping[str, str]) -> None:
 @logger.inject_lambda_context
 @event_parser(model=ScalerEvent)
 def handler(event: ScalerEvent, context: LambdaContext) -> dict[str, Any]:
-    run = scale_from_env(os.environ, event, now=time.time(), emit=_emit)
+    env = ScalerEnvironment.read()
+    run = scale_from_env(env, event, now=time.time(), emit=_emit, told=told)
     logger.info("scaled", extra=run.as_dict())
     return run.as_dict()

@@ -7,7 +7,7 @@ from typing import Any
 from aws_lambda_powertools import Logger, Tracer
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from stepcrawl.crawl.lambdas import run_sweeper
+from stepcrawl.crawl.entrypoints import run_sweeper
 from stepcrawl.runtime import log_metrics, services_from_env
 
 logger = Logger(service="sweeper")

@@ -8,6 +8,9 @@ A run is a Step Functions execution named by its run id; its tasks are read from
 machine's own definition (each task state sends a control message naming the task and its
 type), their progress from the execution history and, for crawl tasks, from the task
 records in the table.
+
+AWS errors leave as :mod:`stepcrawl.errors` classes, mapped by the AWS boundary's one
+mapping (:mod:`stepcrawl.storage.aws.errors`): no ``ClientError`` reaches callers.
 """
 
 from __future__ import annotations
@@ -15,14 +18,11 @@ from __future__ import annotations
 import json
 import re
 import time
-import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from dataclasses import replace
 from typing import Any
 
 import boto3
-from botocore.exceptions import ClientError
 
 from stepcrawl.crawl.admission import WAITING_ON_PARALLELISM, waiting_tasks
 from stepcrawl.crawl.commit import PROGRESS_AT
@@ -32,7 +32,6 @@ from stepcrawl.crawl.states import TaskState
 from stepcrawl.crawl.stopping import cancel_run
 from stepcrawl.crawl.waiting import InFlight, in_flight_urls
 from stepcrawl.errors import ConfigError
-from stepcrawl.keys import task_key
 from stepcrawl.names import (
     CANCELLED_ERROR,
     ENV_TABLE,
@@ -46,104 +45,46 @@ from stepcrawl.names import (
     OUTPUT_STATE_MACHINE_ARN_PREFIX,
     OUTPUT_TABLE_NAME,
 )
+from stepcrawl.run_status import (
+    RunStatus,
+    TaskDef,
+    TaskStatus,
+    apply_event,
+    aware,
+    new_run_id,
+    tasks_of_definition,
+)
 from stepcrawl.storage.aws import DynamoTable, S3BlobStore, SfnTokens, SqsQueue
+from stepcrawl.storage.aws.errors import map_client_errors
+from stepcrawl.table_keys import task_key
 
-__all__ = [
-    "Deployment",
-    "RunStatus",
-    "TaskDef",
-    "TaskStatus",
-    "execution_events",
-    "new_run_id",
-    "stack_name",
-    "tasks_of_definition",
-]
+__all__ = ["Deployment", "execution_events", "stack_name"]
 
 ClientFactory = Callable[[str], Any]
-#: Control-message fields of a task state (compiler.asl writes them).
-_TASK_FIELDS = ("task_id", "task_type", "pipeline")
 _RUN_ID = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
+#: Step Functions' answers to ``DescribeExecution`` of a run that is not this machine's.
+_NO_EXECUTION = frozenset({"ExecutionDoesNotExist", "InvalidArn"})
 #: Seconds a crawl task with URLs in flight may go without a commit, while no queue holds a
 #: message waiting, before `status` names those URLs: longer than one fetch (2 min) and one
 #: parse (1 min) invocation, the longest a URL's message is out of a queue while handled.
 STALL_AFTER = 180.0
 
 
+def _aws(
+    method: Callable[..., Any], /, *, answers: frozenset[str] = frozenset(), **request: Any
+) -> Any:
+    """``method(**request)``'s response; ``None`` for an error whose code is in ``answers``
+    (an answer to the caller, not an error); any other AWS error raised as its
+    :mod:`stepcrawl.errors` class naming the stack, machine or queue the request was about
+    (:func:`stepcrawl.storage.aws.errors.map_client_errors`)."""
+    about = ", ".join(str(v) for k, v in request.items() if k.endswith(("Arn", "Name", "Url")))
+    with map_client_errors(about, answers=answers):
+        return method(**request)
+    return None  # an error in answers
+
+
 def stack_name(stage: str) -> str:
     return f"stepcrawl-{stage}"
-
-
-def new_run_id(now: datetime | None = None) -> str:
-    """A sortable, unique execution name: ``20261130T031500-1a2b3c``."""
-    moment = (now or datetime.now(UTC)).strftime("%Y%m%dT%H%M%S")
-    return f"{moment}-{uuid.uuid4().hex[:6]}"
-
-
-@dataclass(frozen=True)
-class TaskDef:
-    """A task as its state machine knows it."""
-
-    type: str
-    inputs: tuple[str, ...] = ()
-
-
-def tasks_of_definition(definition: dict[str, Any]) -> dict[str, TaskDef]:
-    """Task id -> its type and inputs, from every task state's control message."""
-    found: dict[str, TaskDef] = {}
-
-    def visit(states: dict[str, Any]) -> None:
-        for state in states.values():
-            body = state.get("Parameters", {}).get("MessageBody", {})
-            if isinstance(body, dict) and all(k in body for k in _TASK_FIELDS):
-                found[str(body["task_id"])] = TaskDef(
-                    str(body["task_type"]), tuple(str(i) for i in body.get("inputs", []))
-                )
-            for branch in state.get("Branches", []):
-                visit(branch.get("States", {}))
-
-    visit(definition.get("States", {}))
-    return found
-
-
-@dataclass
-class TaskStatus:
-    """One task of a run: its state in the execution, and a crawl task's counters."""
-
-    id: str
-    type: str
-    state: str = "pending"  # pending | waiting | running | succeeded | failed
-    started: datetime | None = None
-    ended: datetime | None = None
-    counters: dict[str, Any] = field(default_factory=dict)
-    #: What a ``waiting`` task waits for (``parallelism``: a slot of its run).
-    waiting_on: str | None = None
-    #: URLs in flight while nothing is queued and the task has not moved for
-    #: :data:`STALL_AFTER` seconds (crawl/waiting.py), else ``None``.
-    in_flight: InFlight | None = None
-
-    @property
-    def seconds(self) -> float | None:
-        if self.started is None:
-            return None
-        end = self.ended or datetime.now(UTC)
-        return max(0.0, (end - self.started).total_seconds())
-
-
-@dataclass
-class RunStatus:
-    run: str
-    pipeline: str
-    execution_arn: str
-    status: str  # RUNNING | SUCCEEDED | FAILED | TIMED_OUT | ABORTED
-    started: datetime
-    stopped: datetime | None
-    tasks: dict[str, TaskStatus]
-    error: str | None = None
-    cause: str | None = None
-
-    @property
-    def failed_task(self) -> str | None:
-        return next((t.id for t in self.tasks.values() if t.state == "failed"), None)
 
 
 class Deployment:
@@ -167,14 +108,17 @@ class Deployment:
         #: reads them from its own environment): :meth:`crawl_config` need not look.
         self._config = config
         self._clients: dict[str, Any] = {}
-        try:
-            stacks = self.client("cloudformation").describe_stacks(StackName=stack_name(stage))
-        except ClientError as exc:
+        # CloudFormation answers a stack that does not exist with a ValidationError.
+        stacks = _aws(
+            self.client("cloudformation").describe_stacks,
+            answers=frozenset({"ValidationError"}),
+            StackName=stack_name(stage),
+        )
+        if stacks is None:
             raise ConfigError(
-                f"stack {stack_name(stage)} not found ({exc.response['Error']['Message']}); "
-                "deploy it (`make deploy`), start `stepcrawl serve` for a local one, or pick "
-                "another with --stage"
-            ) from None
+                f"stack {stack_name(stage)} not found; deploy it (`make deploy`), start "
+                "`stepcrawl serve` for a local one, or pick another with --stage"
+            )
         self.outputs = {
             o["OutputKey"]: o["OutputValue"] for o in stacks["Stacks"][0].get("Outputs", [])
         }
@@ -232,19 +176,22 @@ class Deployment:
         if self._config is not None:
             return self._config
         cloudformation, functions = self.client("cloudformation"), self.client("lambda")
-        pages = cloudformation.get_paginator("list_stack_resources").paginate(
-            StackName=stack_name(self.stage)
-        )
-        for page in pages:
+        request: dict[str, Any] = {"StackName": stack_name(self.stage)}
+        while True:
+            page = _aws(cloudformation.list_stack_resources, **request)
             for resource in page["StackResourceSummaries"]:
                 if resource["ResourceType"] != "AWS::Lambda::Function":
                     continue
-                configuration = functions.get_function_configuration(
-                    FunctionName=resource["PhysicalResourceId"]
+                configuration = _aws(
+                    functions.get_function_configuration,
+                    FunctionName=resource["PhysicalResourceId"],
                 )
                 environment = configuration.get("Environment", {}).get("Variables", {})
                 if ENV_TABLE in environment:  # a worker, not a CDK helper function
                     return CrawlConfig.from_env(environment)
+            if not page.get("NextToken"):
+                break
+            request["NextToken"] = page["NextToken"]
         raise ConfigError(f"stack {stack_name(self.stage)} has no stepcrawl function")
 
     def crawl_services(self, registry: PipelineRegistry) -> CrawlServices:
@@ -279,8 +226,9 @@ class Deployment:
 
     def tasks(self, pipeline: str) -> dict[str, TaskDef]:
         if pipeline not in self._definitions:
-            described = self.client("stepfunctions").describe_state_machine(
-                stateMachineArn=self.machine(pipeline)
+            described = _aws(
+                self.client("stepfunctions").describe_state_machine,
+                stateMachineArn=self.machine(pipeline),
             )
             self._definitions[pipeline] = tasks_of_definition(json.loads(described["definition"]))
         return self._definitions[pipeline]
@@ -296,16 +244,15 @@ class Deployment:
             raise ConfigError(
                 f"run id {run!r}: use 1-80 letters, digits, '-' or '_' (it names the execution)"
             )
-        try:
-            started = self.client("stepfunctions").start_execution(
-                stateMachineArn=self.machine(pipeline),
-                name=run,
-                input=json.dumps(payload or {"trigger": "manual"}),
-            )
-        except ClientError as exc:
-            if exc.response["Error"]["Code"] == "ExecutionAlreadyExists":
-                raise ConfigError(f"run {run} already exists; pick another --run-id") from None
-            raise
+        started = _aws(
+            self.client("stepfunctions").start_execution,
+            answers=frozenset({"ExecutionAlreadyExists"}),
+            stateMachineArn=self.machine(pipeline),
+            name=run,
+            input=json.dumps(payload or {"trigger": "manual"}),
+        )
+        if started is None:
+            raise ConfigError(f"run {run} already exists; pick another --run-id")
         return str(started["executionArn"])
 
     def execution_arn(self, run: str) -> tuple[str, str]:
@@ -313,12 +260,8 @@ class Deployment:
         sfn = self.client("stepfunctions")
         for pipeline, machine in self.state_machines.items():
             arn = machine.replace(":stateMachine:", ":execution:") + f":{run}"
-            try:
-                sfn.describe_execution(executionArn=arn)
-            except ClientError as exc:
-                if exc.response["Error"]["Code"] in ("ExecutionDoesNotExist", "InvalidArn"):
-                    continue
-                raise
+            if _aws(sfn.describe_execution, answers=_NO_EXECUTION, executionArn=arn) is None:
+                continue
             return pipeline, arn
         raise ConfigError(f"no run {run} in {stack_name(self.stage)}")
 
@@ -328,10 +271,12 @@ class Deployment:
         else:
             arn = self.machine(pipeline).replace(":stateMachine:", ":execution:") + f":{run}"
         sfn = self.client("stepfunctions")
-        described = sfn.describe_execution(executionArn=arn)
+        described = _aws(sfn.describe_execution, answers=_NO_EXECUTION, executionArn=arn)
+        if described is None:
+            raise ConfigError(f"no run {run} of {pipeline} in {stack_name(self.stage)}")
         tasks = {t: TaskStatus(t, d.type) for t, d in self.tasks(pipeline).items()}
         for event in execution_events(sfn, arn):
-            _apply(tasks, event)
+            apply_event(tasks, event)
         table = self.table
         for task in tasks.values():
             if task.type == "crawl":
@@ -352,8 +297,8 @@ class Deployment:
             pipeline=pipeline,
             execution_arn=arn,
             status=str(described["status"]),
-            started=_aware(described["startDate"]),
-            stopped=_aware(described["stopDate"]) if described.get("stopDate") else None,
+            started=aware(described["startDate"]),
+            stopped=aware(described["stopDate"]) if described.get("stopDate") else None,
             tasks=tasks,
             error=described.get("error"),
             cause=described.get("cause"),
@@ -392,7 +337,8 @@ class Deployment:
         for name, output in outputs.items():
             if output not in self.outputs:
                 continue  # no render queue: no pipeline renders
-            attributes = self.client("sqs").get_queue_attributes(
+            attributes = _aws(
+                self.client("sqs").get_queue_attributes,
                 QueueUrl=self.output(output),
                 AttributeNames=[
                     "ApproximateNumberOfMessages",
@@ -424,9 +370,9 @@ class Deployment:
         """Stop the run's execution; its previous status."""
         _, arn = self.execution_arn(run)
         sfn = self.client("stepfunctions")
-        status = str(sfn.describe_execution(executionArn=arn)["status"])
+        status = str(_aws(sfn.describe_execution, executionArn=arn)["status"])
         if status == "RUNNING":
-            sfn.stop_execution(executionArn=arn, error=CANCELLED_ERROR, cause=cause)
+            _aws(sfn.stop_execution, executionArn=arn, error=CANCELLED_ERROR, cause=cause)
         if status != "SUCCEEDED":
             # At once, not on the next heartbeat: the run's crawls stop (crawl/stopping.py);
             # also for a run stopped elsewhere (Step Functions' console) before they noticed.
@@ -464,31 +410,8 @@ def execution_events(sfn: Any, arn: str) -> Iterator[dict[str, Any]]:
     """Every event of an execution's history, oldest first (page by page)."""
     kwargs: dict[str, Any] = {"executionArn": arn, "maxResults": 1000}
     while True:
-        page = sfn.get_execution_history(**kwargs)
+        page = _aws(sfn.get_execution_history, **kwargs)
         yield from page["events"]
         if not page.get("nextToken"):
             return
         kwargs["nextToken"] = page["nextToken"]
-
-
-def _apply(tasks: dict[str, TaskStatus], event: dict[str, Any]) -> None:
-    kind = str(event["type"])
-    when = _aware(event["timestamp"])
-    if kind.endswith("StateEntered"):
-        name = str(event.get("stateEnteredEventDetails", {}).get("name", ""))
-        if name in tasks:
-            tasks[name].state, tasks[name].started = "running", when
-        elif name.endswith(" failed") and name.removesuffix(" failed") in tasks:
-            task = tasks[name.removesuffix(" failed")]  # the Catch's Fail state names it
-            task.state, task.ended = "failed", when
-    elif kind == "TaskStateExited":
-        name = str(event.get("stateExitedEventDetails", {}).get("name", ""))
-        if name in tasks and tasks[name].state == "running":
-            tasks[name].state, tasks[name].ended = "succeeded", when
-
-
-def _aware(moment: Any) -> datetime:
-    if isinstance(moment, str):
-        moment = datetime.fromisoformat(moment)
-    assert isinstance(moment, datetime)
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)

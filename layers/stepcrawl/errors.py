@@ -24,8 +24,9 @@
 
 Workers catch the three lower branches and act on the class alone; a ``ConfigError`` reaches
 the person at the keyboard (CLI exit code 2) with every :class:`Issue` found. AWS errors become
-these classes in one place, ``storage.aws`` (``_map_client_error``), so no ``ClientError``
-leaves the storage adapters.
+these classes in one place, :mod:`stepcrawl.storage.aws.errors` (``map_client_errors``), which
+every boto3 caller uses (the storage adapters, ``deployment``, the scaler's platform): no
+``ClientError`` leaves them.
 """
 
 from __future__ import annotations

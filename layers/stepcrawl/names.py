@@ -143,7 +143,7 @@ ENV_LOCAL_SECRETS: Final = "STEPCRAWL_LOCAL_SECRETS"
 ENV_FETCH_MAPPING: Final = "STEPCRAWL_FETCH_MAPPING"
 ENV_PARSE_MAPPING: Final = "STEPCRAWL_PARSE_MAPPING"
 #: The name of the stage's X-Ray sampling rule (its runs' traces), whose rate the scaler
-#: lowers while telemetry is shed (:mod:`stepcrawl.scaling.shedding`); unset: left alone.
+#: lowers while telemetry is shed (:mod:`stepcrawl.telemetry.shedding`); unset: left alone.
 ENV_SAMPLING_RULE: Final = "STEPCRAWL_SAMPLING_RULE"
 #: The render queue (``render: browser`` pages; crawl/render.py): the feeders send those
 #: pages there, the render function consumes it. Unset: no render function is deployed.

@@ -5,42 +5,29 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import logging
-import os
 import threading
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Final, Generic, ParamSpec, Protocol, TypeVar
 
 from stepcrawl.crawl.context import (
-    DEPLOYED_SETTINGS,
     CrawlConfig,
     CrawlServices,
     DirectoryRegistry,
 )
+from stepcrawl.environment import TableEnvironment, WorkerEnvironment
 from stepcrawl.errors import ConfigError
 from stepcrawl.fetch import Fetcher
-from stepcrawl.names import (
-    ENV_BUCKET,
-    ENV_CONTROL_QUEUE_URL,
-    ENV_FETCH_QUEUE_URL,
-    ENV_PARSE_QUEUE_URL,
-    ENV_PIPELINES_DIR,
-    ENV_RENDER_QUEUE_URL,
-    ENV_TABLE,
-    METRICS_NAMESPACE,
-)
-from stepcrawl.scaling.scaler import TelemetryCache
-from stepcrawl.scaling.shedding import TelemetryLevel
 from stepcrawl.storage import Meter, Table, Usage
-from stepcrawl.telemetry.catalogue import MetricRecorder, Recorded
+from stepcrawl.telemetry.emf import publish_metrics
+from stepcrawl.telemetry.levels import LogLevels, TelemetryCache
+from stepcrawl.telemetry.recorder import MetricRecorder
+from stepcrawl.telemetry.shedding import TelemetryLevel
 
 if TYPE_CHECKING:
     from stepcrawl.fetch.browser import BrowserFetcher
 
 __all__ = [
-    "SHED_LOGGERS",
-    "SHED_LOG_LEVEL",
     "apply_telemetry",
     "close_containers",
     "container_browser",
@@ -50,7 +37,6 @@ __all__ = [
     "container_telemetry",
     "container_usage",
     "log_metrics",
-    "publish_metrics",
     "services_from_env",
     "set_telemetry_level",
     "table_from_env",
@@ -60,23 +46,6 @@ __all__ = [
 T = TypeVar("T")
 P = ParamSpec("P")
 R = TypeVar("R")
-_RESOURCES = (ENV_TABLE, ENV_FETCH_QUEUE_URL, ENV_PARSE_QUEUE_URL, ENV_BUCKET)
-
-
-def _env(name: str) -> str:
-    value = os.environ.get(name)
-    if not value:
-        raise ConfigError(f"environment variable {name} is not set (the stack sets it)")
-    return value
-
-
-def _require(names: tuple[str, ...]) -> None:
-    """Name every missing variable at once, not the first one only."""
-    missing = [name for name in names if not os.environ.get(name)]
-    if missing:
-        raise ConfigError(
-            f"environment variable(s) {', '.join(missing)} not set (the stack sets them)"
-        )
 
 
 class _PerContainer(Generic[T]):
@@ -133,29 +102,25 @@ def _services() -> CrawlServices:
         SqsQueue,
     )
 
-    _require((*_RESOURCES, *DEPLOYED_SETTINGS.values()))
+    env = WorkerEnvironment.read()
     meter = Meter()
-    config = CrawlConfig.from_env(os.environ)
+    config = CrawlConfig.from_env(env.variables())
     return CrawlServices(
-        table=DynamoTable(_env(ENV_TABLE), meter=meter),
-        fetch_queue=SqsQueue(_env(ENV_FETCH_QUEUE_URL), meter=meter),
-        parse_queue=SqsQueue(_env(ENV_PARSE_QUEUE_URL), meter=meter),
-        blobs=S3BlobStore(_env(ENV_BUCKET), meter=meter),
+        table=DynamoTable(env.table, meter=meter),
+        fetch_queue=SqsQueue(env.fetch_queue_url, meter=meter),
+        parse_queue=SqsQueue(env.parse_queue_url, meter=meter),
+        blobs=S3BlobStore(env.bucket, meter=meter),
         tokens=SfnTokens(),
-        registry=DirectoryRegistry(os.environ.get(ENV_PIPELINES_DIR, "pipelines")),
+        registry=DirectoryRegistry(env.pipelines_dir),
         meter=meter,
         config=config,
         table_writers=lambda table: DynamoBatchWriter(table, meter=meter),
         metric=container_metrics(),
         control_queue=(
-            SqsQueue(os.environ[ENV_CONTROL_QUEUE_URL], meter=meter)
-            if os.environ.get(ENV_CONTROL_QUEUE_URL)
-            else None
+            SqsQueue(env.control_queue_url, meter=meter) if env.control_queue_url else None
         ),
         render_queue=(  # render: browser (crawl/render.py)
-            SqsQueue(os.environ[ENV_RENDER_QUEUE_URL], meter=meter)
-            if os.environ.get(ENV_RENDER_QUEUE_URL)
-            else None
+            SqsQueue(env.render_queue_url, meter=meter) if env.render_queue_url else None
         ),
     )
 
@@ -183,47 +148,6 @@ def container_usage() -> dict[str, Usage]:
 #: one process) would share, printing one function's metrics under another's ``service``.
 container_metrics: Final = _PerContainer(MetricRecorder)
 
-#: Samples of one metric per EMF line: Powertools prints a line by itself at the 100th value
-#: (EMF's limit), which would leave the rest of the line's metrics to a second line anyway.
-_SAMPLES_PER_LINE: Final = 99
-
-
-def publish_metrics(service: str, recorder: MetricRecorder | None = None) -> int:
-    """Print what ``recorder`` (the container's) holds as EMF lines through Powertools, and
-    forget it; the number of lines.
-
-    One line per set of dimension values (EMF gives a line's metrics one set of values): its
-    ``Dimensions`` are every dimension set the catalogue declares for those metrics, each with
-    ``service``, so CloudWatch keeps the per-task series and the function's total from one line.
-    """
-    from aws_lambda_powertools.metrics.provider.cloudwatch_emf.cloudwatch import (  # noqa: PLC0415
-        AmazonCloudWatchEMFProvider,
-    )
-
-    held = (recorder or container_metrics()).drain()
-    lines: dict[tuple[tuple[tuple[str, str], ...], tuple[tuple[str, ...], ...]], list[Recorded]]
-    lines = {}
-    for recorded in held:
-        lines.setdefault((recorded.dimensions, recorded.spec.dimensions), []).append(recorded)
-    printed = 0
-    for (dimensions, dimension_sets), metrics in lines.items():
-        values = dict(dimensions)
-        longest = max(len(m.values) for m in metrics)
-        for start in range(0, longest, _SAMPLES_PER_LINE):
-            provider = AmazonCloudWatchEMFProvider(namespace=METRICS_NAMESPACE)
-            provider.add_dimension(name="service", value=service)
-            for name in dimension_sets[0]:
-                provider.add_dimension(name=name, value=values[name])
-            for extra in dimension_sets[1:]:
-                provider.add_dimensions(service=service, **{name: values[name] for name in extra})
-            for metric in metrics:
-                for value in metric.values[start : start + _SAMPLES_PER_LINE]:
-                    provider.add_metric(name=metric.spec.name, unit=metric.spec.unit, value=value)
-            if provider.metric_set:
-                provider.flush_metrics()
-                printed += 1
-    return printed
-
 
 def log_metrics(service: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
     """Decorate a handler: follow the scaler's telemetry level (:func:`apply_telemetry`)
@@ -238,62 +162,26 @@ def log_metrics(service: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
             try:
                 return handler(*args, **kwargs)
             finally:
-                publish_metrics(service)
+                publish_metrics(service, container_metrics())
 
         return wrapped
 
     return decorate
 
 
-#: The loggers a shed level quiets besides the handler's own (Powertools' ``Logger`` logs
-#: through the standard logger named after its service).
-SHED_LOGGERS: Final = ("stepcrawl",)
-#: Their level while shed: warnings and errors still say what goes wrong.
-SHED_LOG_LEVEL: Final = logging.WARNING
-#: Each shed logger's level before shedding (restored on recovery). Process-wide, as loggers
-#: are: local mode's containers (threads) share them.
-_configured_levels: dict[str, int] = {}
-#: The level applied last per service: the loggers and the X-Ray SDK change only on a change.
-_applied: dict[str, TelemetryLevel] = {}
-_levels_lock = threading.Lock()
-_log = logging.getLogger("stepcrawl.runtime")
+#: The process's loggers as the telemetry level sets them (loggers are process-wide).
+_levels: Final = LogLevels()
 
 
 def set_telemetry_level(level: TelemetryLevel, service: str) -> None:
-    """Set the loggers of ``service`` (its Powertools logger and :data:`SHED_LOGGERS`) to
-    ``level``: at ``shed``, :data:`SHED_LOG_LEVEL` unless configured higher; at ``full``,
-    back to what they were configured with. On Lambda with tracing, also turn the X-Ray
-    SDK's subsegments (the handler's, boto3 calls') off while shed: Lambda's own sampling
-    of the functions cannot be changed, but what a sampled invocation records can."""
-    with _levels_lock:
-        if _applied.get(service) is level:
-            return
-        _applied[service] = level
-        for name in (service, *SHED_LOGGERS):
-            logger = logging.getLogger(name)
-            if level is TelemetryLevel.SHED:
-                configured = _configured_levels.setdefault(name, logger.level)
-                logger.setLevel(max(SHED_LOG_LEVEL, configured))
-            elif name in _configured_levels:
-                logger.setLevel(_configured_levels.pop(name))
-    _set_tracing(level)
-
-
-def _set_tracing(level: TelemetryLevel) -> None:
-    """Where Powertools' Tracer records (on Lambda, not disabled): the SDK on only at full."""
-    disabled = os.environ.get("POWERTOOLS_TRACE_DISABLED", "").lower() in {"1", "true", "yes"}
-    if not os.environ.get("LAMBDA_TASK_ROOT") or disabled:
-        return  # the Tracer is off (tests, local mode): nothing records, nothing to change
-    try:
-        from aws_xray_sdk import global_sdk_config  # type: ignore[import-untyped]  # noqa: PLC0415
-    except ImportError:  # pragma: no cover - the layer has it (Powertools' Tracer needs it)
-        return
-    global_sdk_config.set_sdk_enabled(level is TelemetryLevel.FULL)
+    """Set ``service``'s loggers (and, on Lambda with tracing, the X-Ray SDK) to ``level``
+    (:meth:`~stepcrawl.telemetry.levels.LogLevels.set`)."""
+    _levels.set(level, service)
 
 
 def container_telemetry() -> TelemetryLevel:
     """The telemetry level this container follows: the scaler's, cached per container
-    (:class:`~stepcrawl.scaling.scaler.TelemetryCache`) on the container's table."""
+    (:class:`~stepcrawl.telemetry.levels.TelemetryCache`) on the container's table."""
     table = services_from_env().table
     cache: TelemetryCache | None = getattr(_container, "telemetry", None)
     if cache is None or cache.table is not table:  # new services (a test changed the env)
@@ -316,7 +204,7 @@ def table_from_env() -> Table:
     """The deployment's table alone (for read-only commands such as ``stepcrawl failures``)."""
     from stepcrawl.storage.aws import DynamoTable  # noqa: PLC0415 - boto3 only where AWS is used
 
-    return DynamoTable(_env(ENV_TABLE))
+    return DynamoTable(TableEnvironment.read().table)
 
 
 _container = threading.local()
@@ -354,7 +242,7 @@ def container_fetcher() -> Fetcher:
     fetcher: Fetcher | None = getattr(_container, "fetcher", None)
     if fetcher is None:
         # proxy credentials from Secrets Manager (Powertools Parameters, cached per process)
-        from stepcrawl.secret_store import read_secret  # noqa: PLC0415 - boto3 when used
+        from stepcrawl.fetch.proxy import read_proxy_secret as read_secret  # noqa: PLC0415
 
         fetcher = _container.fetcher = Fetcher(secrets=read_secret)
         with _opened_lock:
@@ -370,7 +258,8 @@ def container_browser() -> BrowserFetcher:
     loop = container_loop()
     browser: BrowserFetcher | None = getattr(_container, "browser", None)
     if browser is None:
-        browser = _container.browser = BrowserFetcher()
+        chromium = WorkerEnvironment.read().chromium
+        browser = _container.browser = BrowserFetcher(executable=chromium)
         with _opened_lock:
             _opened.append((loop, browser))
     return browser
@@ -386,8 +275,7 @@ def close_containers() -> None:
     # the loggers they shed go back to their configured levels.
     services_from_env.cache_clear()
     container_metrics.cache_clear()
-    for service in list(_applied):
-        set_telemetry_level(TelemetryLevel.FULL, service)
+    _levels.restore()
     with _opened_lock:
         opened, _opened[:] = list(_opened), []
     for loop, fetcher in opened:

@@ -13,9 +13,9 @@ from tests.helpers.demo import CRAWL_TASK, demo_pipeline
 from stepcrawl.crawl.states import TaskState
 from stepcrawl.crawl.stopping import CANCELLED
 from stepcrawl.demo import DemoSite, ShopModel
-from stepcrawl.keys import task_key
 from stepcrawl.local.cloud import LocalCloud, synthesize
 from stepcrawl.local.runner import staged_pipelines
+from stepcrawl.table_keys import task_key
 
 pytestmark = pytest.mark.slow
 

@@ -27,10 +27,10 @@ from tests.integration.test_parallelism import (
 
 from stepcrawl.crawl.admission import WAITING_ON_PARALLELISM
 from stepcrawl.demo import DemoSite
-from stepcrawl.deployment import RunStatus
 from stepcrawl.local import progress, runner
 from stepcrawl.local.progress import status_table
 from stepcrawl.local.runner import run_local
+from stepcrawl.run_status import RunStatus
 
 pytestmark = pytest.mark.slow
 

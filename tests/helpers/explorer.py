@@ -44,17 +44,17 @@ from tests.helpers.sim_world import (
 )
 
 from stepcrawl.crawl.context import CrawlConfig, CrawlServices, StaticRegistry
+from stepcrawl.crawl.entrypoints import dispatch_record, fetch_records, parse_records
 from stepcrawl.crawl.failures import list_failures, redrive
 from stepcrawl.crawl.items import iter_task_items
-from stepcrawl.crawl.lambdas import dispatch_record, fetch_records, parse_records
 from stepcrawl.crawl.messages import ControlMessage
 from stepcrawl.crawl.states import UrlState
 from stepcrawl.crawl.stopping import cancel_run
 from stepcrawl.crawl.sweeper import sweep_running
 from stepcrawl.crawl.tasklog import TaskLogs, url_states
 from stepcrawl.crawl.tokens import MemoryTokens
-from stepcrawl.keys import backlog_pk, task_key
 from stepcrawl.storage import MemoryBlobStore, MemoryQueue, MemoryTable, Meter
+from stepcrawl.table_keys import backlog_pk, task_key
 
 __all__ = ["ExplorerSettings", "Outcome", "SimSite", "explore"]
 

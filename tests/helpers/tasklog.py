@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from stepcrawl.crawl.tasklog import Delta, PageLine, fingerprint, url_states
-from stepcrawl.keys import log_key, task_index_key, task_key
 from stepcrawl.storage import Table
+from stepcrawl.table_keys import log_key, task_index_key, task_key
 
 __all__ = ["log_failed_url", "put_task_record", "url_state"]
 

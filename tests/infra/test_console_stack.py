@@ -349,7 +349,7 @@ def test_the_function_shares_the_workers_defaults_layers_and_environment(on) -> 
     assert props["LoggingConfig"]["LogFormat"] == "JSON"
     handler = REPO_ROOT / "functions" / "console" / "handler.py"
     text = handler.read_text()
-    assert "from stepcrawl.console.aws import handle" in text
+    assert "from stepcrawl.console.aws import api_from_env, handle" in text
     assert len(text.splitlines()) <= 30
 
 

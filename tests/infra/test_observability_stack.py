@@ -23,7 +23,7 @@ from stepcrawl.names import (
     METRICS_NAMESPACE,
     PIPELINE_ALARM_SUFFIXES,
 )
-from stepcrawl.scaling.shedding import SheddingSettings
+from stepcrawl.telemetry.shedding import SheddingSettings
 
 
 def _alarms(synth: Any) -> dict[str, dict[str, Any]]:
@@ -186,24 +186,34 @@ def test_failing_targets_and_breaker_storms_alarm_on_the_fetch_functions_metrics
     ratio = alarms["stepcrawl-dev-fetch-error-ratio"]
     assert ratio["Threshold"] == ERROR_RATIO
     metrics = {m["Id"]: m for m in ratio["Metrics"]}
-    assert "IF(pages > 0" in next(m["Expression"] for m in metrics.values() if "Expression" in m)
+    expression = next(m["Expression"] for m in metrics.values() if "Expression" in m)
+    assert expression.startswith("IF((FILL(pages0,0) + FILL(pages1,0)) > 0")
     for name, id_ in (
         (METRIC_PAGES_FETCHED, "pages"),
         (METRIC_FETCH_ERRORS, "errors"),
         (METRIC_FETCH_THROTTLED, "throttled"),
     ):
-        stat = metrics[id_]["MetricStat"]
-        assert stat["Metric"]["MetricName"] == name
-        assert stat["Metric"]["Namespace"] == METRICS_NAMESPACE
-        # The scaler reads the same series: service alone, all tasks together.
-        assert stat["Metric"]["Dimensions"] == [{"Name": "service", "Value": "fetch"}]
+        # The fetch function's series and render's (it runs the fetch stage for browser
+        # pages): service alone, all tasks together, the series the scaler reads for fetch.
+        services = []
+        for n in (0, 1):
+            stat = metrics[f"{id_}{n}"]["MetricStat"]
+            assert stat["Metric"]["MetricName"] == name
+            assert stat["Metric"]["Namespace"] == METRICS_NAMESPACE
+            (dimension,) = stat["Metric"]["Dimensions"]
+            assert dimension["Name"] == "service"
+            services.append(dimension["Value"])
+        assert services == ["fetch", "render"]
     storm = alarms["stepcrawl-dev-breaker-storm"]
-    assert storm["MetricName"] == METRIC_BREAKER_TRANSITIONS
-    assert {d["Name"]: d["Value"] for d in storm["Dimensions"]} == {
-        "service": "fetch",
-        "to": "open",
-    }
     assert storm["Threshold"] == BREAKER_STORM
+    opened = {m["Id"]: m for m in storm["Metrics"]}
+    for n, service in enumerate(("fetch", "render")):
+        metric = opened[f"m{n}"]["MetricStat"]["Metric"]
+        assert metric["MetricName"] == METRIC_BREAKER_TRANSITIONS
+        assert {d["Name"]: d["Value"] for d in metric["Dimensions"]} == {
+            "service": service,
+            "to": "open",
+        }
     for alarm in (ratio, storm):
         assert alarm["AlarmActions"] == alarm["OKActions"] == [_topic_ref(default)]
 

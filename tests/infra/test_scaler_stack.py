@@ -11,7 +11,7 @@ from tests.infra.test_stack import allowed, role_of
 from stepcrawl.names import ENV_FETCH_MAPPING, ENV_PARSE_MAPPING, ENV_SAMPLING_RULE, ENV_SCALER
 from stepcrawl.scaling import ScalerSettings
 from stepcrawl.scaling.aws import parse_settings
-from stepcrawl.scaling.shedding import SheddingSettings
+from stepcrawl.telemetry.shedding import SheddingSettings
 
 
 def _function(synth: Any) -> dict[str, Any]:

@@ -12,9 +12,9 @@ import pytest
 from tests.helpers.clock import FakeClock
 
 from stepcrawl.breaker import Admission, BreakerBook, BreakerConfig
-from stepcrawl.keys import breaker_key
 from stepcrawl.storage import MemoryTable, Table
 from stepcrawl.storage.aws import DynamoTable
+from stepcrawl.table_keys import breaker_key
 
 from .conftest import Moto
 

@@ -15,7 +15,6 @@ from stepcrawl.crawl.accounting import failure_record
 from stepcrawl.crawl.commit import PageCommit
 from stepcrawl.crawl.context import CrawlConfig
 from stepcrawl.crawl.messages import UrlRef
-from stepcrawl.keys import task_key
 from stepcrawl.names import (
     ENV_BUCKET,
     ENV_FETCH_QUEUE_URL,
@@ -26,6 +25,7 @@ from stepcrawl.names import (
 from stepcrawl.pipeline import Pipeline
 from stepcrawl.runtime import services_from_env
 from stepcrawl.storage.aws import DynamoTable
+from stepcrawl.table_keys import task_key
 
 from .conftest import Moto
 

@@ -21,14 +21,15 @@ from tests.helpers.demo import CRAWL_TASK, SMALL_SHOP_DEFAULTS, demo_pipeline, w
 
 from stepcrawl import names
 from stepcrawl.compiler import compile_pipeline, definition_json, substitute
-from stepcrawl.console.topology import TOPOLOGY_METRICS, TopologyProbe, list_runs
+from stepcrawl.console.executions import list_runs
+from stepcrawl.console.topology import TOPOLOGY_METRICS, TopologyProbe
 from stepcrawl.crawl.context import CrawlConfig
 from stepcrawl.demo import DemoSite, ShopModel
 from stepcrawl.deployment import Deployment
 from stepcrawl.errors import ConfigError
-from stepcrawl.keys import scaler_key
 from stepcrawl.reports.report import write_run_outputs
 from stepcrawl.runtime import services_from_env
+from stepcrawl.table_keys import scaler_key
 
 from .conftest import Moto
 from .test_handlers_moto import Mapping, load_handler

@@ -12,7 +12,7 @@ from stepcrawl.crawl.context import CrawlConfig
 from stepcrawl.crawl.states import UrlState
 from stepcrawl.crawl.tasklog import url_states
 from stepcrawl.demo import DemoSite, ShopModel
-from stepcrawl.keys import task_key
+from stepcrawl.table_keys import task_key
 from stepcrawl.testing import MemoryRunner
 
 LIMIT = 0.0001  # USD: well under the shop's ~400 pages

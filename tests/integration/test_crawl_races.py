@@ -13,9 +13,9 @@ from stepcrawl.crawl.context import CrawlConfig
 from stepcrawl.crawl.frontier import chunk_entries, enqueue
 from stepcrawl.crawl.items import iter_task_items
 from stepcrawl.crawl.messages import UrlRef
-from stepcrawl.keys import backlog_pk
 from stepcrawl.pipeline import Pipeline
 from stepcrawl.storage.meter import item_size
+from stepcrawl.table_keys import backlog_pk
 from stepcrawl.testing import MemoryRunner
 
 

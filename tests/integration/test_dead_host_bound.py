@@ -18,8 +18,8 @@ from tests.helpers.http import SiteHandler
 from stepcrawl.breaker import BreakerState
 from stepcrawl.crawl.context import CrawlConfig
 from stepcrawl.crawl.failures import list_failures
-from stepcrawl.keys import breaker_key
 from stepcrawl.pipeline import Pipeline
+from stepcrawl.table_keys import breaker_key
 from stepcrawl.testing import MemoryRunner
 
 PARTNER_PAGES = 20

@@ -31,9 +31,9 @@ from stepcrawl.crawl.parse_stage import process_bundles
 from stepcrawl.crawl.sweeper import sweep_running
 from stepcrawl.crawl.tokens import MemoryTokens
 from stepcrawl.fetch import FetchPolicy, FetchResult
-from stepcrawl.keys import task_key
 from stepcrawl.pipeline import Pipeline
 from stepcrawl.storage import MemoryBlobStore, MemoryQueue, MemoryTable, Meter, OutMessage
+from stepcrawl.table_keys import task_key
 
 WINDOW = 20
 CAPACITY = 4  # fetched URLs per virtual second (the fetch side's throughput)

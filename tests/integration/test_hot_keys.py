@@ -14,9 +14,9 @@ from stepcrawl.crawl.context import CrawlServices, StaticRegistry
 from stepcrawl.crawl.messages import UrlRef
 from stepcrawl.crawl.tasklog import LOG_TTL
 from stepcrawl.crawl.tokens import MemoryTokens
-from stepcrawl.keys import LOG_STRIPES, log_pk, run_pk, task_key
 from stepcrawl.storage import MemoryBlobStore, MemoryQueue, MemoryTable, Meter, Write
 from stepcrawl.storage.meter import item_size, write_units
+from stepcrawl.table_keys import LOG_STRIPES, log_pk, run_pk, task_key
 
 
 @pytest.fixture(scope="module")

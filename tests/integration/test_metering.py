@@ -33,7 +33,7 @@ def _stubbed(service: str) -> tuple[Any, Stubber]:
 def test_a_batch_write_retry_meters_only_the_unprocessed_items(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr("stepcrawl.storage.aws.time.sleep", lambda _seconds: None)
+    monkeypatch.setattr("stepcrawl.storage.aws.dynamodb.time.sleep", lambda _seconds: None)
     client, stubber = _stubbed("dynamodb")
     items = [{"id": str(i), "body": "x" * 1500} for i in range(3)]  # 2 write units each
     writer = DynamoBatchWriter("t", client=client)

@@ -19,7 +19,8 @@ from stepcrawl.crawl.context import CrawlConfig
 from stepcrawl.crawl.task_records import run_tasks
 from stepcrawl.demo import DemoSite
 from stepcrawl.runtime import container_metrics, services_from_env
-from stepcrawl.telemetry.catalogue import BY_NAME, MetricRecorder
+from stepcrawl.telemetry.catalogue import BY_NAME
+from stepcrawl.telemetry.recorder import MetricRecorder
 from stepcrawl.testing import MemoryRunner
 
 from .conftest import Moto

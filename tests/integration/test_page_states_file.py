@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from stepcrawl.keys import page_state_key
 from stepcrawl.local.page_states import dump_states, restore_states
+from stepcrawl.table_keys import page_state_key
 
 from .conftest import Moto
 

@@ -18,8 +18,8 @@ from tests.helpers.http import SiteHandler
 
 from stepcrawl.crawl.context import CrawlConfig
 from stepcrawl.crawl.failures import list_failures, redrive
-from stepcrawl.keys import task_key
 from stepcrawl.pipeline import Pipeline
+from stepcrawl.table_keys import task_key
 from stepcrawl.testing import MemoryRunner
 
 

@@ -16,8 +16,8 @@ from stepcrawl.breaker import BreakerConfig
 from stepcrawl.crawl.context import CrawlConfig
 from stepcrawl.crawl.failures import group_failures, list_failures, redrive
 from stepcrawl.crawl.tasklog import fingerprint, url_states
-from stepcrawl.keys import task_key
 from stepcrawl.pipeline import Pipeline
+from stepcrawl.table_keys import task_key
 from stepcrawl.testing import MemoryRunner
 
 SICK_SECONDS = 3.0

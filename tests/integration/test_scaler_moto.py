@@ -11,8 +11,8 @@ from tests.integration.conftest import Moto
 
 from stepcrawl.crawl.context import CrawlConfig
 from stepcrawl.crawl.window import read_window
+from stepcrawl.environment import ScalerEnvironment
 from stepcrawl.errors import ConfigError
-from stepcrawl.keys import running_key, scaler_key, task_key
 from stepcrawl.names import (
     ENV_FETCH_MAPPING,
     ENV_FETCH_QUEUE_URL,
@@ -27,6 +27,7 @@ from stepcrawl.names import (
 from stepcrawl.scaling import ScalerSettings
 from stepcrawl.scaling.aws import ScalerEvent, scale_from_env, settings_from_env
 from stepcrawl.storage.aws import DynamoTable
+from stepcrawl.table_keys import running_key, scaler_key, task_key
 
 
 def _mapping(moto: Moto, queue_url: str, name: str, concurrency: int) -> str:
@@ -101,7 +102,10 @@ def test_a_deep_backlog_raises_fetch_and_the_window_follows(
     _metric(moto, METRIC_PAGES_FETCHED, 600, now - 30)  # 10 pages/s over the last minute
     emitted: list[tuple[str, float, dict[str, str]]] = []
     tick = scale_from_env(
-        stack, ScalerEvent(), now=now, emit=lambda n, v, d: emitted.append((n, v, dict(d)))
+        ScalerEnvironment.read(stack),
+        ScalerEvent(),
+        now=now,
+        emit=lambda n, v, d: emitted.append((n, v, dict(d))),
     )
     fetch, parse = tick.decisions
     assert fetch.direction == 1, fetch.as_dict()
@@ -133,7 +137,7 @@ def test_a_throttled_target_lowers_fetch_whatever_the_backlog(
     now = time.time()
     _metric(moto, METRIC_PAGES_FETCHED, 1200, now - 20)
     _metric(moto, METRIC_FETCH_THROTTLED, 600, now - 20)  # half answered 429
-    tick = scale_from_env(stack, ScalerEvent(), now=now)
+    tick = scale_from_env(ScalerEnvironment.read(stack), ScalerEvent(), now=now)
     fetch = tick.decisions[0]
     assert fetch.reason == "throttled"
     assert fetch.concurrency < 10
@@ -142,7 +146,7 @@ def test_a_throttled_target_lowers_fetch_whatever_the_backlog(
 
 def test_missing_resources_are_named(moto: Moto) -> None:
     with pytest.raises(ConfigError, match=f"{ENV_FETCH_MAPPING}.*{ENV_PARSE_MAPPING}"):
-        scale_from_env({ENV_TABLE: "t"}, ScalerEvent(), now=0.0)
+        scale_from_env(ScalerEnvironment.read({ENV_TABLE: "t"}), ScalerEvent(), now=0.0)
 
 
 def test_a_faster_local_clock_scales_every_duration() -> None:

@@ -16,9 +16,9 @@ from stepcrawl.crawl.context import CrawlConfig, CrawlServices, StaticRegistry
 from stepcrawl.crawl.frontier import chunk_entries, enqueue
 from stepcrawl.crawl.messages import FetchMessage, UrlRef
 from stepcrawl.crawl.tokens import MemoryTokens
-from stepcrawl.keys import backlog_pk
 from stepcrawl.pipeline import Pipeline
 from stepcrawl.storage import MemoryBlobStore, MemoryQueue, MemoryTable
+from stepcrawl.table_keys import backlog_pk
 
 RUN, TASK = "r", "crawl"
 SEEDS = [f"https://h{n:02d}.test/" for n in range(12)]  # a host each: no spacing

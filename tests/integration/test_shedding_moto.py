@@ -16,7 +16,7 @@ from tests.integration.conftest import Moto
 from tests.integration.test_scaler_moto import _metric, stack  # noqa: F401 - the fixture
 
 from stepcrawl import runtime
-from stepcrawl.keys import scaler_key
+from stepcrawl.environment import ScalerEnvironment
 from stepcrawl.names import (
     ENV_BUCKET,
     ENV_SAMPLING_RULE,
@@ -26,25 +26,38 @@ from stepcrawl.names import (
     METRIC_TELEMETRY_SHED,
 )
 from stepcrawl.runtime import log_metrics, services_from_env, set_telemetry_level
-from stepcrawl.scaling import scaler as scaler_module
 from stepcrawl.scaling.aws import ScalerEvent, XRaySampling, scale_from_env
 from stepcrawl.scaling.scaler import ScalerRun
-from stepcrawl.scaling.shedding import SheddingState, TelemetryLevel
 from stepcrawl.storage.aws import DynamoTable
+from stepcrawl.table_keys import scaler_key
+from stepcrawl.telemetry import levels as levels_module
+from stepcrawl.telemetry.shedding import SheddingState, TelemetryLevel
 
 RULE = "stepcrawl-test-runs"
 FULL, SHED = TelemetryLevel.FULL, TelemetryLevel.SHED
 
 
 def _tick(
-    moto: Moto, env: dict[str, str], now: float, *, fetched: float, throttled: float = 0.0
+    moto: Moto,
+    env: dict[str, str],
+    now: float,
+    *,
+    fetched: float,
+    throttled: float = 0.0,
+    told: set[str] | None = None,
 ) -> tuple[ScalerRun, list[tuple[str, float]]]:
     """One scaler tick at ``now`` after a minute with these fetch counts."""
     _metric(moto, METRIC_PAGES_FETCHED, fetched, now - 20)
     if throttled:
         _metric(moto, METRIC_FETCH_THROTTLED, throttled, now - 20)
     emitted: list[tuple[str, float]] = []
-    run = scale_from_env(env, ScalerEvent(), now=now, emit=lambda n, v, d: emitted.append((n, v)))
+    run = scale_from_env(
+        ScalerEnvironment.read(env),
+        ScalerEvent(),
+        now=now,
+        emit=lambda n, v, d: emitted.append((n, v)),
+        told=told,
+    )
     return run, emitted
 
 
@@ -131,15 +144,15 @@ def test_the_emulator_has_no_sampling_rules_so_the_rate_is_skipped(
 ) -> None:
     # moto answers UpdateSamplingRule with 404 "Not yet implemented", as local mode's
     # emulator does: the level still sheds (the logs follow it), the rate is skipped, said
-    # once per process and not retried every tick.
-    monkeypatch.setattr("stepcrawl.scaling.aws._told", set())
+    # once per container (what it told is kept across its ticks) and not retried every tick.
+    told: set[str] = set()
     env = {**stack, ENV_SAMPLING_RULE: RULE}
     now = time.time()
     with caplog.at_level(logging.INFO, logger="stepcrawl.scaler"):
-        _tick(moto, env, now, fetched=1200, throttled=600)
+        _tick(moto, env, now, fetched=1200, throttled=600, told=told)
         state = _state(env)
         assert (state.level, state.sampling_rate) == (SHED, 0.005)
-        rule = XRaySampling(moto.client("xray"), RULE)
+        rule = XRaySampling(moto.client("xray"), RULE, told=told)
         assert rule.set_rate(0.05) == "skipped"
     told = [r.getMessage() for r in caplog.records if "sampling rule not set" in r.getMessage()]
     assert len(told) == 1, told
@@ -156,7 +169,7 @@ def test_a_function_container_follows_the_level(
     for name, value in {**stack, ENV_BUCKET: "items"}.items():
         monkeypatch.setenv(name, value)
     # Re-read the level at every invocation (30 s on Lambda) so the test need not wait.
-    monkeypatch.setattr(scaler_module, "TELEMETRY_TTL", 0.0)
+    monkeypatch.setattr(levels_module, "TELEMETRY_TTL", 0.0)
     services_from_env.cache_clear()
     fetch, library = logging.getLogger("fetch"), logging.getLogger("stepcrawl")
     configured = (fetch.level, library.level)
@@ -170,7 +183,9 @@ def test_a_function_container_follows_the_level(
         library.setLevel(logging.INFO)  # the root's WARNING otherwise, as under pytest
         assert handler() == (True, True)
         now = time.time()
-        scale_from_env(stack, ScalerEvent(), now=now)  # no traffic yet: full
+        scale_from_env(
+            ScalerEnvironment.read(stack), ScalerEvent(), now=now
+        )  # no traffic yet: full
         assert handler() == (True, True)
         _tick(moto, stack, now + 60, fetched=1000, throttled=200)
         assert _state(stack).level is SHED

@@ -29,9 +29,9 @@ from stepcrawl.crawl.messages import ControlMessage
 from stepcrawl.crawl.states import AdmissionState, TaskState
 from stepcrawl.crawl.sweeper import sweep_running
 from stepcrawl.crawl.tokens import MemoryTokens
-from stepcrawl.keys import admitting_key, task_key
 from stepcrawl.pipeline import Pipeline
 from stepcrawl.storage import MemoryBlobStore, MemoryQueue, MemoryTable
+from stepcrawl.table_keys import admitting_key, task_key
 
 RUN = "r1"
 

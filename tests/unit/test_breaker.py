@@ -20,8 +20,8 @@ from stepcrawl.breaker import (
 )
 from stepcrawl.errors import ConfigError
 from stepcrawl.fetch.classify import Outcome as FetchOutcome
-from stepcrawl.keys import breaker_key
 from stepcrawl.storage import MemoryTable
+from stepcrawl.table_keys import breaker_key
 
 HOST = "shop.example"
 T0 = 1_000_000.0

@@ -14,9 +14,9 @@ from typer.testing import CliRunner
 from stepcrawl.cli import app
 from stepcrawl.crawl.context import CrawlConfig
 from stepcrawl.crawl.frontier import chunk_item
-from stepcrawl.deployment import RunStatus, TaskStatus
-from stepcrawl.keys import backlog_pk
+from stepcrawl.run_status import RunStatus, TaskStatus
 from stepcrawl.storage import MemoryTable
+from stepcrawl.table_keys import backlog_pk
 
 ROOT = Path(__file__).resolve().parents[2]
 runner = CliRunner()

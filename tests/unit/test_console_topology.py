@@ -15,19 +15,18 @@ import pytest
 from tests.helpers.clock import FakeClock
 
 from stepcrawl.compiler import compile_pipeline
-from stepcrawl.console.topology import (
-    DEFAULT_METRICS,
-    TOPOLOGY_METRICS,
-    TopologyProbe,
-    list_runs,
-    run_after,
-)
+from stepcrawl.console.executions import list_runs, run_after
+from stepcrawl.console.topology import DEFAULT_METRICS, TOPOLOGY_METRICS, TopologyProbe
 from stepcrawl.crawl.context import CrawlConfig
 from stepcrawl.crawl.frontier import chunk_item
 from stepcrawl.crawl.tasklog import Delta, PageLine, fingerprint, recorded_lines
-from stepcrawl.deployment import RunStatus, TaskStatus, tasks_of_definition
 from stepcrawl.errors import ConfigError
-from stepcrawl.keys import (
+from stepcrawl.names import OUTPUT_CONTROL_QUEUE_URL
+from stepcrawl.pipeline import CrawlTask, Pipeline, TransformTask, load_pipeline
+from stepcrawl.run_status import RunStatus, TaskStatus, tasks_of_definition
+from stepcrawl.storage import MemoryBlobStore, MemoryTable
+from stepcrawl.storage.table import Item, Key
+from stepcrawl.table_keys import (
     backlog_pk,
     breaker_key,
     failure_key,
@@ -36,10 +35,6 @@ from stepcrawl.keys import (
     shard_key,
     task_key,
 )
-from stepcrawl.names import OUTPUT_CONTROL_QUEUE_URL
-from stepcrawl.pipeline import CrawlTask, Pipeline, TransformTask, load_pipeline
-from stepcrawl.storage import MemoryBlobStore, MemoryTable
-from stepcrawl.storage.table import Item, Key
 from stepcrawl.telemetry.percentiles import percentiles
 
 ROOT = Path(__file__).resolve().parents[2]

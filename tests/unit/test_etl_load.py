@@ -23,7 +23,7 @@ from stepcrawl.etl import (
     load_dynamodb,
     load_s3,
 )
-from stepcrawl.pipeline.models import DynamoDBTarget, S3Target
+from stepcrawl.pipeline.etl_tasks import DynamoDBTarget, S3Target
 from stepcrawl.storage.memory import MemoryBlobStore
 
 CONTEXT = LoadContext(pipeline="books", run="run-1", task="to_s3")

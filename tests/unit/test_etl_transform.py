@@ -12,7 +12,7 @@ import pytest
 from stepcrawl.errors import FatalError
 from stepcrawl.etl import ItemSource, TransformError, TransformStats, run_transform
 from stepcrawl.etl.convert import ConversionError, to_bool, to_date, to_int, to_number
-from stepcrawl.pipeline.models import TransformTask
+from stepcrawl.pipeline.etl_tasks import TransformTask
 
 Item = dict[str, Any]
 

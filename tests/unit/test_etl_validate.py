@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from stepcrawl.etl import ItemWriter, ValidateOutcome, iter_items, run_validate
-from stepcrawl.pipeline.models import ValidateTask
+from stepcrawl.pipeline.etl_tasks import ValidateTask
 from stepcrawl.storage.memory import MemoryBlobStore
 
 SCHEMA: dict[str, Any] = {

@@ -10,7 +10,7 @@ from selectolax.lexbor import LexborHTMLParser
 from stepcrawl.extract import ExtractResult, extract_items
 from stepcrawl.extract.items import MAX_PROBLEMS
 from stepcrawl.extract.rulecache import IdentityCache
-from stepcrawl.pipeline.models import ExtractRule
+from stepcrawl.pipeline.crawl_rules import ExtractRule
 
 PAGE = "https://shop.example.com/catalogue/item_1/index.html"
 

@@ -9,7 +9,7 @@ import pytest
 from selectolax.lexbor import LexborHTMLParser
 
 from stepcrawl.extract import canonical_url, extract_links, url_host
-from stepcrawl.pipeline.models import FollowRule
+from stepcrawl.pipeline.crawl_rules import FollowRule
 
 PAGE = "https://shop.example.com/cat/page.html?x=1"
 

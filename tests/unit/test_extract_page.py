@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from stepcrawl.extract import ParsedPage, default_allowed_domains, parse_page
-from stepcrawl.pipeline.models import CrawlTask
+from stepcrawl.pipeline.crawl_task import CrawlTask
 
 BOOK_URL = "https://books.toscrape.com/catalogue/a-light-in-the-attic_1000/index.html"
 LISTING_URL = "https://books.toscrape.com/catalogue/page-2.html"

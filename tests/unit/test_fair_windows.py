@@ -24,9 +24,9 @@ from stepcrawl.crawl.fairness import (
 from stepcrawl.crawl.frontier import enqueue, feed_task
 from stepcrawl.crawl.messages import FetchMessage, UrlRef
 from stepcrawl.crawl.tokens import MemoryTokens
-from stepcrawl.keys import running_key, shard_key, task_key
 from stepcrawl.pipeline import Pipeline, Politeness
 from stepcrawl.storage import MemoryBlobStore, MemoryQueue, MemoryTable, OutMessage
+from stepcrawl.table_keys import running_key, shard_key, task_key
 
 INF = math.inf
 

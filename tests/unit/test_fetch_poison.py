@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 
-from stepcrawl.crawl.lambdas import POISON_AFTER, fetch_records
+from stepcrawl.crawl.entrypoints import POISON_AFTER, fetch_records
 from stepcrawl.crawl.messages import FetchMessage, ParseBundle, UrlRef
 from stepcrawl.fetch import FetchPolicy, FetchResult
 from stepcrawl.names import MAX_RECEIVE_COUNT

@@ -7,7 +7,7 @@ from dataclasses import FrozenInstanceError
 import pytest
 
 from stepcrawl.fetch import FetchPolicy
-from stepcrawl.pipeline.models import DEFAULT_USER_AGENT
+from stepcrawl.pipeline.settings import DEFAULT_USER_AGENT
 
 
 def test_defaults() -> None:

@@ -34,9 +34,9 @@ from stepcrawl.crawl.messages import KnownPage, PageEnvelope, ParseBundle, Revis
 from stepcrawl.crawl.parse_stage import process_bundles
 from stepcrawl.errors import InvalidPipelineError
 from stepcrawl.fetch import FetchPolicy, FetchResult
-from stepcrawl.keys import page_state_key, task_key
 from stepcrawl.pipeline import CrawlTask, Pipeline, load_pipeline
 from stepcrawl.storage import MemoryTable
+from stepcrawl.table_keys import page_state_key, task_key
 from stepcrawl.testing import MemoryRunner
 
 URL = "https://shop.example/p/1"

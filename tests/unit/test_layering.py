@@ -13,16 +13,15 @@ FUNCTIONS = LIBRARY.parents[1] / "functions"
 
 #: Modules (paths relative to the library) that may import boto3/botocore: they talk to AWS.
 AWS_ADAPTERS = {
-    "storage/aws.py",
     "deployment.py",
     "emulator/server.py",
     "emulator/in_process.py",
     "emulator/moto_patches.py",
     "emulator/moto_fastpath.py",
     "scaling/aws.py",
-    "alerts/secrets.py",  # Powertools Parameters: Secrets Manager and SSM through boto3
+    "secret_store.py",  # Powertools Parameters: Secrets Manager and SSM through boto3
 }
-AWS_ADAPTER_PACKAGES = ("emulator/lambda_runtime/",)
+AWS_ADAPTER_PACKAGES = ("emulator/lambda_runtime/", "storage/aws/")
 #: Modules that may import moto: the emulator and its patches.
 MOTO_USERS = {
     "emulator/server.py",
@@ -48,11 +47,11 @@ def modules() -> dict[str, set[str]]:
 
 
 def test_the_finder_sees_imports_inside_functions() -> None:
-    # storage/aws.py imports boto3 at the top; runtime.py imports Powertools only inside a
-    # function: both count.
+    # storage/aws/dynamodb.py imports boto3 at the top; runtime.py imports Powertools only
+    # inside a function: both count.
     found = modules()
-    assert "boto3" in found["storage/aws.py"]
-    assert "aws_lambda_powertools" in found["runtime.py"]
+    assert "boto3" in found["storage/aws/dynamodb.py"]
+    assert "aws_lambda_powertools" in found["telemetry/emf.py"]
 
 
 def test_only_adapters_import_the_aws_sdk() -> None:
@@ -81,17 +80,22 @@ def test_handlers_import_neither_the_sdk_nor_http_clients() -> None:
 #: The library's packages by tier, lowest first: a package imports only packages of lower
 #: tiers (and its own modules). Top-level modules count as packages of their own name.
 TIERS: tuple[tuple[str, frozenset[str]], ...] = (
+    ("foundation: errors and names", frozenset({"stepcrawl", "errors", "names"})),
     (
-        "foundation: errors, names, the functions' sizes",
-        frozenset({"stepcrawl", "errors", "names", "functions_spec"}),
+        "the functions' sizes and environment models",
+        frozenset({"functions_spec", "environment"}),
     ),
     (
-        "contracts: storage protocols, pipeline models, telemetry",
-        frozenset({"storage", "pipeline", "telemetry", "secret_store", "demo"}),
+        "contracts: storage protocols, pipeline models",
+        frozenset({"storage", "pipeline", "secret_store", "demo"}),
     ),
-    ("engine parts", frozenset({"keys", "locks", "fetch", "extract", "etl", "cost", "schema"})),
-    ("engine services", frozenset({"breaker", "alerts", "compiler", "archive"})),
+    (
+        "engine parts",
+        frozenset({"table_keys", "locks", "fetch", "extract", "etl", "cost", "schema"}),
+    ),
+    ("engine services", frozenset({"breaker", "alerts", "compiler", "archive", "telemetry"})),
     ("the engine", frozenset({"crawl"})),
+    ("a run as a client sees it", frozenset({"run_status"})),
     (
         "beside the engine: scaling, the deployed stack, the emulator, the test harness",
         frozenset({"scaling", "deployment", "emulator", "testing"}),
@@ -175,3 +179,15 @@ def test_each_package_says_what_it_is() -> None:
     for init in LIBRARY.glob("*/__init__.py"):
         doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8")))
         assert len((doc or "").split()) >= 8, f"{init.parent.name}: say its one concern"
+
+
+def test_only_the_environment_models_and_the_emulator_read_the_environment() -> None:
+    # stepcrawl.environment reads each function's variables through its model; the emulator
+    # plays Lambda, which sets them. Anything else takes its settings as arguments.
+    readers = sorted(
+        str(path.relative_to(LIBRARY))
+        for path in LIBRARY.rglob("*.py")
+        if "os.environ" in path.read_text(encoding="utf-8")
+    )
+    allowed = [r for r in readers if r == "environment.py" or r.startswith("emulator/")]
+    assert readers == allowed, "read the variable through a model of stepcrawl.environment"

@@ -30,19 +30,19 @@ from aws_lambda_powertools.metrics import MetricUnit
 import stepcrawl
 from stepcrawl import names
 from stepcrawl.emulator.metrics import metric_data
-from stepcrawl.runtime import publish_metrics
 from stepcrawl.telemetry.catalogue import (
     BY_NAME,
     CATALOGUE,
     DIMENSIONS,
     FUNCTIONS,
-    MetricRecorder,
     MetricSpec,
     failure_class,
-    markdown_table,
     status_class,
     status_code,
 )
+from stepcrawl.telemetry.catalogue_table import markdown_table
+from stepcrawl.telemetry.emf import publish_metrics
+from stepcrawl.telemetry.recorder import MetricRecorder
 
 LIBRARY = Path(stepcrawl.__file__).parent
 ROOT = LIBRARY.parents[1]
@@ -50,7 +50,7 @@ FUNCTIONS_DIR = ROOT / "functions"
 OPERATIONS = ROOT / "docs" / "operations.md"
 
 #: Where Powertools' own metric calls may be: the sinks that print what the API collected.
-SINKS = {"layers/stepcrawl/runtime.py", "functions/scaler/handler.py"}
+SINKS = {"layers/stepcrawl/telemetry/emf.py", "functions/scaler/handler.py"}
 _POWERTOOLS_CALLS = {"add_metric", "single_metric"}
 #: Never a dimension: each distinct value is a custom metric billed by the month.
 FORBIDDEN_DIMENSIONS = {"url", "host", "run", "run_id", "execution", "bundle", "shard", "domain"}
@@ -206,7 +206,7 @@ def test_the_docs_table_is_the_catalogue() -> None:
     text = OPERATIONS.read_text(encoding="utf-8")
     assert markdown_table() in text, (
         "docs/operations.md's table differs from the catalogue: paste the output of "
-        "`.venv/bin/python -m stepcrawl.telemetry.catalogue` under ## Metrics"
+        "`.venv/bin/python -m stepcrawl.telemetry.catalogue_table` under ## Metrics"
     )
     assert documented_in(text) == [spec.name for spec in CATALOGUE]
 
@@ -278,7 +278,7 @@ def test_the_scan_fails_dimensions_other_than_the_catalogues() -> None:
 def test_the_scan_keeps_powertools_calls_in_the_sinks() -> None:
     call = "provider.add_metric(name='X', unit='Count', value=1)"
     assert _scan(call).problems
-    assert _scan(call, "layers/stepcrawl/runtime.py").problems == []
+    assert _scan(call, "layers/stepcrawl/telemetry/emf.py").problems == []
     assert _scan("self.emit(block, states, None)").problems == []  # the compiler's emit
 
 

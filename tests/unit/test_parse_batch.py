@@ -8,8 +8,8 @@ from stepcrawl.crawl.items import iter_task_items
 from stepcrawl.crawl.messages import PageEnvelope, ParseBundle, UrlRef
 from stepcrawl.crawl.parse_stage import process_bundles
 from stepcrawl.crawl.paths import items_prefix
-from stepcrawl.keys import task_key
 from stepcrawl.pipeline import Pipeline
+from stepcrawl.table_keys import task_key
 from stepcrawl.testing import MemoryRunner
 
 SEEDS = [f"https://shop.example/{n}" for n in "abc"]

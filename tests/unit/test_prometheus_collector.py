@@ -19,15 +19,17 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from stepcrawl import names
 from stepcrawl.emulator.lambda_runtime import MappingStats
-from stepcrawl.local.prometheus import (
-    LOOPBACK,
+from stepcrawl.local.cloud_metrics import (
     CloudWatchCatalogue,
-    MetricsExporter,
     QueueDepths,
     Series,
-    StepcrawlCollector,
     catalogue_series,
     kind,
+)
+from stepcrawl.local.prometheus import (
+    LOOPBACK,
+    MetricsExporter,
+    StepcrawlCollector,
     prometheus_name,
 )
 from stepcrawl.telemetry.catalogue import BY_NAME, CATALOGUE

@@ -13,8 +13,8 @@ from stepcrawl.crawl.messages import UrlRef
 from stepcrawl.crawl.states import TaskState, UrlState
 from stepcrawl.crawl.tokens import MemoryTokens
 from stepcrawl.errors import ConfigError
-from stepcrawl.keys import task_key
 from stepcrawl.storage import MemoryBlobStore, MemoryQueue, MemoryTable
+from stepcrawl.table_keys import task_key
 
 URL = "https://a.example/x"
 

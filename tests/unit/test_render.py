@@ -13,7 +13,7 @@ from stepcrawl.crawl.render import render_services, send_fetches
 from stepcrawl.crawl.tokens import MemoryTokens
 from stepcrawl.errors import ConfigError, InvalidPipelineError, Issue
 from stepcrawl.pipeline import CrawlTask, Pipeline, load_pipeline
-from stepcrawl.pipeline.render_keys import DEFAULT_RENDER_TIMEOUT, renders
+from stepcrawl.pipeline.render_options import DEFAULT_RENDER_TIMEOUT, renders
 from stepcrawl.storage import MemoryBlobStore, MemoryQueue, MemoryTable, OutMessage
 
 ROOT = Path(__file__).resolve().parents[2]

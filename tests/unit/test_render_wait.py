@@ -21,12 +21,12 @@ from stepcrawl.diagnose import RunData, TaskInfo, diagnose
 from stepcrawl.diagnose.sources import from_report
 from stepcrawl.fetch import FetchPolicy, FetchResult
 from stepcrawl.fetch.render_options import ItemRule, PageWait, RenderOptions
-from stepcrawl.keys import task_key
 from stepcrawl.pipeline import CrawlTask, Pipeline
-from stepcrawl.pipeline.models import ExtractRule
-from stepcrawl.pipeline.render_keys import STRUCTURED_MARKERS, ready_selector
+from stepcrawl.pipeline.crawl_rules import ExtractRule
+from stepcrawl.pipeline.render_options import STRUCTURED_MARKERS, ready_selector
 from stepcrawl.reports.html import render_report_html
 from stepcrawl.reports.report import run_warnings
+from stepcrawl.table_keys import task_key
 from stepcrawl.testing import MemoryRunner
 
 SHOP = "https://shop.example"

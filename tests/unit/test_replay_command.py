@@ -63,7 +63,7 @@ def test_a_deployed_runs_archives_are_read_from_the_bucket(
         stages.append(stage)
         return SimpleNamespace(blobs=blobs)
 
-    monkeypatch.setattr("stepcrawl.cli.replay_command._deployment", deployment)
+    monkeypatch.setattr("stepcrawl.cli.replay_command.deployment_of", deployment)
     out = tmp_path / "out"
     args = ["replay", "-p", str(pipeline), "-t", "crawl", "--run", "r1", "-o", str(out)]
     result = runner.invoke(app, [*args, "--stage", "prod"])

@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 import pytest
 
 from stepcrawl.cost import FunctionCounts
-from stepcrawl.deployment import RunStatus, TaskStatus
 from stepcrawl.reports.report import run_counts, run_warnings
+from stepcrawl.run_status import RunStatus, TaskStatus
 from stepcrawl.storage import Usage
 
 STARTED = datetime(2026, 12, 1, 3, 0, tzinfo=UTC)

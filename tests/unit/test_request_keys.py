@@ -14,10 +14,11 @@ from moto import mock_aws
 from stepcrawl.emulator.secrets import read_local_secrets, store_local_secrets
 from stepcrawl.errors import ConfigError, InvalidPipelineError, Issue
 from stepcrawl.fetch.proxy import ProxyList, parse_proxy_secret, shown_reason
+from stepcrawl.fetch.proxy import read_proxy_secret as read_secret
 from stepcrawl.fetch.request_options import RequestOptions
 from stepcrawl.names import ENV_LOCAL_SECRETS, ENV_PROXY_SECRETS
 from stepcrawl.pipeline import CrawlTask, load_pipeline
-from stepcrawl.secret_store import read_secret, reset_secrets
+from stepcrawl.secret_store import reset_secrets
 
 PASSWORD = "hunter2-Xq9"
 

@@ -10,14 +10,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from stepcrawl.errors import ScheduleExpressionError
-from stepcrawl.pipeline.schedule_expr import (
-    CronExpression,
-    DayOfMonthSpec,
-    DayOfWeekSpec,
-    RateExpression,
-    ScheduleExpression,
-    parse_schedule,
-)
+from stepcrawl.pipeline.cron_days import DayOfMonthSpec, DayOfWeekSpec
+from stepcrawl.pipeline.cron_expr import CronExpression
+from stepcrawl.pipeline.rate_expr import RateExpression
+from stepcrawl.pipeline.schedule_expr import ScheduleExpression, parse_schedule
 
 BERLIN = ZoneInfo("Europe/Berlin")
 NEW_YORK = ZoneInfo("America/New_York")

@@ -14,9 +14,8 @@ from aws_xray_sdk.core import xray_recorder
 from aws_xray_sdk.core.models.dummy_entities import DummySubsegment
 from pydantic import ValidationError
 
-from stepcrawl.keys import scaler_key
 from stepcrawl.names import ENV_SCALER
-from stepcrawl.runtime import SHED_LOG_LEVEL, set_telemetry_level
+from stepcrawl.runtime import set_telemetry_level
 from stepcrawl.scaling import ScalerSettings
 from stepcrawl.scaling.aws import (
     parse_settings,
@@ -24,15 +23,16 @@ from stepcrawl.scaling.aws import (
     settings_json,
     shedding_from_env,
 )
-from stepcrawl.scaling.scaler import TELEMETRY_TTL, TelemetryCache, read_telemetry
-from stepcrawl.scaling.shedding import (
+from stepcrawl.storage.memory_table import MemoryTable
+from stepcrawl.table_keys import scaler_key
+from stepcrawl.telemetry.levels import SHED_LOG_LEVEL, TELEMETRY_TTL, TelemetryCache, read_telemetry
+from stepcrawl.telemetry.shedding import (
     SheddingSettings,
     SheddingState,
     TelemetryLevel,
     decide_level,
     pressure,
 )
-from stepcrawl.storage.memory_table import MemoryTable
 
 FULL, SHED = TelemetryLevel.FULL, TelemetryLevel.SHED
 DEFAULTS = SheddingSettings()

@@ -33,9 +33,9 @@ from stepcrawl.crawl.sitemaps import (
 )
 from stepcrawl.errors import InvalidPipelineError
 from stepcrawl.fetch import FetchPolicy, FetchResult
-from stepcrawl.keys import backlog_pk, task_key
 from stepcrawl.pipeline import CrawlTask, Pipeline, load_pipeline
-from stepcrawl.pipeline.models import SITEMAPS_FROM_ROBOTS
+from stepcrawl.pipeline.sitemap_options import SITEMAPS_FROM_ROBOTS
+from stepcrawl.table_keys import backlog_pk, task_key
 from stepcrawl.testing import MemoryRunner
 
 NS = 'xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"'

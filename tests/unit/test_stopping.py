@@ -10,15 +10,15 @@ from tests.unit.test_fetch_poison import Record
 
 from stepcrawl.crawl.admission import read_queue
 from stepcrawl.crawl.commit import BundleCommit, PageCommit, commit_bundles
+from stepcrawl.crawl.entrypoints import fetch_records
 from stepcrawl.crawl.failures import list_failures, redrive
-from stepcrawl.crawl.lambdas import fetch_records
 from stepcrawl.crawl.messages import UrlRef
 from stepcrawl.crawl.states import AdmissionState, TaskState
 from stepcrawl.crawl.stopping import CANCELLED, cancel_run
 from stepcrawl.crawl.sweeper import sweep_running
 from stepcrawl.fetch import FetchPolicy, FetchResult
-from stepcrawl.keys import RUNNING_PK, backlog_pk, task_key
 from stepcrawl.pipeline import Pipeline
+from stepcrawl.table_keys import RUNNING_PK, backlog_pk, task_key
 from stepcrawl.testing import MemoryRunner
 
 SEEDS = [f"https://shop.example/{n}" for n in range(30)]

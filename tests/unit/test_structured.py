@@ -18,10 +18,10 @@ from stepcrawl.crawl.items import iter_task_items
 from stepcrawl.errors import InvalidPipelineError
 from stepcrawl.extract import ExtractResult, extract_items
 from stepcrawl.extract.structured import PageData, type_matches
-from stepcrawl.keys import task_key
 from stepcrawl.names import METRIC_JSONLD_SKIPPED
 from stepcrawl.pipeline import CrawlTask, Pipeline, load_pipeline
-from stepcrawl.pipeline.models import ExtractRule
+from stepcrawl.pipeline.crawl_rules import ExtractRule
+from stepcrawl.table_keys import task_key
 from stepcrawl.testing import MemoryRunner
 
 URL = "https://shop.example.com/p/x"

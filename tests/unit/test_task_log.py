@@ -22,9 +22,9 @@ from stepcrawl.crawl.tasklog import (
 )
 from stepcrawl.crawl.tokens import MemoryTokens
 from stepcrawl.errors import FatalError
-from stepcrawl.keys import LOG_STRIPES, log_pk, task_key
 from stepcrawl.storage import MemoryBlobStore, MemoryQueue, MemoryTable
 from stepcrawl.storage.meter import item_size
+from stepcrawl.table_keys import LOG_STRIPES, log_pk, task_key
 
 RUN, TASK = "r1", "crawl"
 HOME = "https://shop.example/"

@@ -6,9 +6,9 @@ from tests.helpers.clock import FakeClock
 
 from stepcrawl.crawl.frontier import chunk_item
 from stepcrawl.crawl.waiting import summarize_waiting, waiting_urls
-from stepcrawl.keys import backlog_pk, breaker_key, shard_key
 from stepcrawl.reports.report import run_warnings
 from stepcrawl.storage import MemoryTable
+from stepcrawl.table_keys import backlog_pk, breaker_key, shard_key
 
 
 def test_each_waiting_url_says_what_it_waits_for(clock: FakeClock) -> None:

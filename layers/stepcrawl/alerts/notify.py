@@ -8,7 +8,6 @@ channels from their secrets, the stack's table, a short-lived HTTP client.
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -21,8 +20,7 @@ from stepcrawl.alerts.events import Ignored, SnsEvent, parse_event
 from stepcrawl.alerts.message import build_message
 from stepcrawl.alerts.secrets import channel_sources, load_channels
 from stepcrawl.alerts.send import DeliveryReport, RetryPolicy, deliver
-from stepcrawl.errors import ConfigError
-from stepcrawl.names import ENV_ALERT_CHANNELS, ENV_STAGE, ENV_TABLE
+from stepcrawl.environment import NotifierEnvironment
 from stepcrawl.storage.protocols import Table
 
 __all__ = ["NotifyResult", "notify", "notify_from_env"]
@@ -90,7 +88,6 @@ def notify_from_env(
     broken (after the good channels were posted to)."""
     from stepcrawl.storage.aws import DynamoTable  # noqa: PLC0415 - boto3 only where AWS is used
 
-    env = os.environ if environ is None else environ
     parsed = parse_event(event)
     if not parsed.changes:
         # Nothing to post: do not read a secret (or fail on one) for a message we skip.
@@ -99,10 +96,8 @@ def notify_from_env(
                 "message ignored", extra={"sns_message": skipped.message_id, "why": skipped.reason}
             )
         return NotifyResult(DeliveryReport(), parsed.ignored, 0).as_dict()
-    table_name = env.get(ENV_TABLE)
-    if not table_name:
-        raise ConfigError(f"environment variable {ENV_TABLE} is not set (the stack sets it)")
-    loaded = load_channels(channel_sources(env.get(ENV_ALERT_CHANNELS)))
+    env = NotifierEnvironment.read(environ)
+    loaded = load_channels(channel_sources(",".join(env.alert_channels) or None))
     if not loaded.channels:
         loaded.raise_for_problems()
     for problem in loaded.problems:
@@ -112,9 +107,9 @@ def notify_from_env(
         result = notify(
             event,
             channels=loaded.channels,
-            table=DynamoTable(table_name),
+            table=DynamoTable(env.table),
             client=client,
-            stage=env.get(ENV_STAGE) or None,
+            stage=env.stage,
             policy=policy,
         )
     summary = result.as_dict()

@@ -1,27 +1,25 @@
-"""Channel configurations from Secrets Manager (or SSM Parameter Store) through Powertools
-Parameters: the one module of ``alerts`` that reaches AWS (an adapter, in the layering test's
-allowlist).
+"""Channel configurations from Secrets Manager (or SSM Parameter Store): which secrets the
+notifier reads, and the channels they hold. The reading itself is :mod:`stepcrawl.secret_store`'s
+(the one reader of secrets, cached per endpoint and region).
 
 The function's environment holds only *names*: :data:`ENV_ALERT_CHANNELS` lists the secrets
 (names or ARNs, comma-separated; ``ssm:<parameter name>`` for a SecureString parameter). The
 webhook URLs and signing secrets stay in the secrets, where IAM guards and CloudTrail logs
-their reads. Powertools caches each value for :data:`MAX_AGE` seconds per container, so a
-burst of alarms reads each secret once; a rotated URL is picked up within that time.
+their reads. Each value is cached for :data:`MAX_AGE` seconds per container, so a burst of
+alarms reads each secret once; a rotated URL is picked up within that time.
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from aws_lambda_powertools.utilities.parameters import SecretsProvider, SSMProvider
-from aws_lambda_powertools.utilities.parameters.exceptions import GetParameterError
-
 from stepcrawl.alerts.config import Channel, parse_channels
 from stepcrawl.errors import ConfigError
 from stepcrawl.names import ENV_ALERT_CHANNELS
+from stepcrawl.secret_store import MAX_AGE, SecretReadError, get_parameter, get_secret
+from stepcrawl.secret_store import reset_secrets as reset_providers  # the notifier's name
 
 __all__ = [
     "MAX_AGE",
@@ -32,36 +30,8 @@ __all__ = [
     "reset_providers",
 ]
 
-#: Environment variable: the channels' secret names or ARNs, comma-separated.
 #: A source naming an SSM parameter (SecureString, decrypted) instead of a secret.
 SSM_PREFIX: Final = "ssm:"
-#: Seconds a read value is reused by the container.
-MAX_AGE: Final = 300
-
-_lock = threading.Lock()
-_providers: dict[str, SecretsProvider | SSMProvider] = {}
-
-
-def reset_providers() -> None:
-    """Forget the cached providers and values (tests; a changed environment)."""
-    with _lock:
-        _providers.clear()
-
-
-def _secrets() -> SecretsProvider:
-    with _lock:
-        provider = _providers.get("secrets")
-        if not isinstance(provider, SecretsProvider):
-            provider = _providers["secrets"] = SecretsProvider()
-        return provider
-
-
-def _ssm() -> SSMProvider:
-    with _lock:
-        provider = _providers.get("ssm")
-        if not isinstance(provider, SSMProvider):
-            provider = _providers["ssm"] = SSMProvider()
-        return provider
 
 
 def channel_sources(value: str | None) -> list[str]:
@@ -91,18 +61,15 @@ class LoadedChannels:
 
 
 def _read(source: str, *, max_age: int, force_fetch: bool) -> str:
-    value: object
-    if source.startswith(SSM_PREFIX):
-        value = _ssm().get(
-            source[len(SSM_PREFIX) :], max_age=max_age, decrypt=True, force_fetch=force_fetch
-        )
-    else:
-        value = _secrets().get(source, max_age=max_age, force_fetch=force_fetch)
-    if isinstance(value, bytes):
-        return value.decode()
-    if not isinstance(value, str):
-        raise ConfigError(f"alert channel secret {source!r}: not a string (a binary secret?)")
-    return value
+    try:
+        if source.startswith(SSM_PREFIX):
+            name = source[len(SSM_PREFIX) :]
+            return get_parameter(name, force_fetch, max_age=max_age)
+        return get_secret(source, force_fetch, max_age=max_age)
+    except ValueError:
+        raise ConfigError(
+            f"alert channel secret {source!r}: not a string (a binary secret?)"
+        ) from None
 
 
 def load_channels(
@@ -116,7 +83,7 @@ def load_channels(
             channels.extend(
                 parse_channels(source, _read(source, max_age=max_age, force_fetch=force_fetch))
             )
-        except GetParameterError as error:
+        except SecretReadError as error:
             # The SDK's message names the error and the secret, never a secret's value.
             problems.append(f"alert channel secret {source!r} could not be read: {error}")
         except ConfigError as error:

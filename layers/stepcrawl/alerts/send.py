@@ -44,9 +44,9 @@ from stepcrawl.alerts.channels import build_request, judge_response
 from stepcrawl.alerts.config import Channel
 from stepcrawl.alerts.message import AlertMessage
 from stepcrawl.errors import FatalError, RetryableError
-from stepcrawl.keys import alert_key
 from stepcrawl.storage.protocols import Table
 from stepcrawl.storage.table import All, AnyOf, Cond
+from stepcrawl.table_keys import alert_key
 
 __all__ = [
     "RECORD_TTL",

@@ -27,7 +27,7 @@ from warcio.exceptions import ArchiveLoadFailed
 
 from stepcrawl.archive.warc import HEADER_KIND, HEADER_URL
 from stepcrawl.extract import parse_page
-from stepcrawl.pipeline.models import CrawlTask
+from stepcrawl.pipeline.crawl_task import CrawlTask
 
 __all__ = [
     "ReplayError",

@@ -1,4 +1,5 @@
-"""The ``stepcrawl`` command line: validate, schema, compile (runs and stacks: cloud_commands).
+"""The ``stepcrawl`` command line: validate, schema, compile (local runs: local_commands; a
+deployed stack: stack_commands).
 
 Exit codes: 0 success, 1 a run or operation failed, 2 invalid input (also typer's usage errors).
 """
@@ -237,7 +238,8 @@ def main() -> None:
 
 
 # The commands that run pipelines register themselves on ``app`` (they use the helpers above).
-from stepcrawl.cli import cloud_commands as _cloud_commands  # noqa: E402, F401
 from stepcrawl.cli import cost_command as _cost_command  # noqa: E402, F401
 from stepcrawl.cli import diagnose_command as _diagnose_command  # noqa: E402, F401
+from stepcrawl.cli import local_commands as _local_commands  # noqa: E402, F401
 from stepcrawl.cli import replay_command as _replay_command  # noqa: E402, F401
+from stepcrawl.cli import stack_commands as _stack_commands  # noqa: E402, F401

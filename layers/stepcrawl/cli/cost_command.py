@@ -16,7 +16,7 @@ import typer
 from rich.table import Table
 
 from stepcrawl.cli import EXIT_INVALID, OutputFormat, app, err, out
-from stepcrawl.cli.cloud_commands import _print_table
+from stepcrawl.cli.stack_commands import print_table
 from stepcrawl.cost import (
     PRICES_CHECKED,
     REGION,
@@ -98,7 +98,7 @@ def cost(
             )
         )
         return
-    _print_table(_table(priced, source, assumptions, counts.pages))
+    print_table(_table(priced, source, assumptions, counts.pages))
 
 
 def _counts(report: Path | None) -> tuple[Counts, str]:

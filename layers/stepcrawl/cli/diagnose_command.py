@@ -16,7 +16,7 @@ import typer
 from rich.table import Table
 
 from stepcrawl.cli import EXIT_INVALID, _or_exit, app, err, out
-from stepcrawl.cli.cloud_commands import StageOption, _deployment, _print_table
+from stepcrawl.cli.stack_commands import StageOption, deployment_of, print_table
 from stepcrawl.diagnose import BASES, KINDS, Diagnosis, RunData, diagnose
 
 __all__: list[str] = []
@@ -63,7 +63,7 @@ def _read(run_name: str | None, report: Path | None, stage: str) -> RunData:
     if report is not None:
         return from_report(report)
     assert run_name is not None
-    return from_deployment(_deployment(stage), run_name)
+    return from_deployment(deployment_of(stage), run_name)
 
 
 def _print(found: Diagnosis, top: int) -> None:
@@ -100,7 +100,7 @@ def _print(found: Diagnosis, top: int) -> None:
                 "" if cause.lift is None else f"{cause.lift:g}",
                 cause.detail,
             )
-        _print_table(table)
+        print_table(table)
     if not shown:
         out.print("nothing to explain: no failures, no pages recorded")
     for note in found.notes:

@@ -20,7 +20,7 @@ import typer
 
 from stepcrawl.archive import ReplayError, ReplayStats, archive_files, archive_prefix, replay_items
 from stepcrawl.cli import EXIT_INVALID, _load_or_exit, app, err, out
-from stepcrawl.cli.cloud_commands import StageOption, _deployment
+from stepcrawl.cli.stack_commands import StageOption, deployment_of
 from stepcrawl.pipeline import CrawlTask
 
 __all__: list[str] = []
@@ -96,6 +96,6 @@ def replay_command(
 
 
 def _stack_archives(stage: str, prefix: str) -> Iterator[IO[bytes]]:
-    blobs = _deployment(stage).blobs
+    blobs = deployment_of(stage).blobs
     for key in blobs.list(prefix):
         yield io.BytesIO(blobs.get(key))

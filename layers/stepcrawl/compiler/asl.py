@@ -32,7 +32,6 @@ from typing import Any
 
 from stepcrawl.compiler.plan import Block, Leaf, Plan, Series, plan_dag
 from stepcrawl.errors import SubstitutionError
-from stepcrawl.keys import run_lock_key
 from stepcrawl.names import (
     CONTROL_MESSAGE_VERSION,
     PLACEHOLDER_CONTROL_QUEUE_URL,
@@ -41,6 +40,7 @@ from stepcrawl.names import (
     TASK_FAILED_ERROR,
 )
 from stepcrawl.pipeline.models import Pipeline
+from stepcrawl.table_keys import run_lock_key
 
 __all__ = [
     "RUN_STATE",
@@ -289,92 +289,40 @@ class _Compiler:
         }
 
     def lock_states(self, overlap: str) -> dict[str, State]:
-        on_live_holder = "SkippedOverlap" if overlap == "forbid" else "StopLockHolder"
-        states: dict[str, State] = {
+        """The states that take the run lock before Run, for ``overlap`` forbid or replace."""
+        if overlap == "forbid":
+            on_live_holder, live_holder_state = "SkippedOverlap", _skipped_overlap()
+        else:
+            on_live_holder, live_holder_state = "StopLockHolder", _stop_lock_holder()
+        return {
             "AcquireRunLock": self.put_lock("attribute_not_exists(pk)", None, "ReadRunLock")
             | {"Comment": f"overlap: {overlap}; one live run of this pipeline at a time."},
-            "ReadRunLock": {
-                "Type": "Task",
-                "Resource": "arn:aws:states:::dynamodb:getItem",
-                "Parameters": {
-                    "TableName": _placeholder(PLACEHOLDER_TABLE_NAME),
-                    "Key": self.lock_key(),
-                    "ConsistentRead": True,
-                },
-                "ResultPath": "$.lock",
-                "Retry": _DDB_RETRY,
-                "Next": "RunLockHeld",
-            },
-            "RunLockHeld": {
-                "Type": "Choice",
-                "Comment": "Released meanwhile? Then try to take it again.",
-                "Choices": [
-                    {"Variable": "$.lock.Item", "IsPresent": False, "Next": "AcquireRunLock"}
-                ],
-                "Default": "DescribeLockHolder",
-            },
-            "DescribeLockHolder": {
-                "Type": "Task",
-                "Resource": "arn:aws:states:::aws-sdk:sfn:describeExecution",
-                "Parameters": {"ExecutionArn.$": "$.lock.Item.holder.S"},
-                "ResultSelector": {"status.$": "$.Status"},
-                "ResultPath": "$.holder",
-                "Catch": [
-                    {
-                        "ErrorEquals": ["Sfn.ExecutionDoesNotExistException"],
-                        "ResultPath": None,
-                        "Next": "TakeOverRunLock",
-                    }
-                ],
-                "Next": "LockHolderRunning",
-            },
-            "LockHolderRunning": {
-                "Type": "Choice",
-                "Comment": "A holder that ended without releasing left a stale lock.",
-                "Choices": [
-                    {
-                        "Variable": "$.holder.status",
-                        "StringEquals": "RUNNING",
-                        "Next": on_live_holder,
-                    }
-                ],
-                "Default": "TakeOverRunLock",
-            },
+            "ReadRunLock": self.read_lock(),
+            "RunLockHeld": _lock_still_held(),
+            "DescribeLockHolder": _describe_lock_holder(),
+            "LockHolderRunning": _lock_holder_running(on_live_holder),
             "TakeOverRunLock": self.put_lock(
                 "holder = :stale",
                 {":stale": {"S.$": "$.lock.Item.holder.S"}},
                 "ReadRunLock",
             ),
+            on_live_holder: live_holder_state,
         }
-        if overlap == "forbid":
-            states["SkippedOverlap"] = {
-                "Type": "Pass",
-                "Comment": "overlap: forbid, and the previous run is still going.",
-                "Parameters": {
-                    "pipeline.$": "$.pipeline",
-                    "run_id.$": "$.run_id",
-                    "status": "SKIPPED",
-                    "running_run_id.$": "$.lock.Item.run_id.S",
-                },
-                "End": True,
-            }
-        else:
-            states["StopLockHolder"] = {
-                "Type": "Task",
-                "Comment": "overlap: replace; the newer run wins.",
-                "Resource": "arn:aws:states:::aws-sdk:sfn:stopExecution",
-                "Parameters": {
-                    "ExecutionArn.$": "$.lock.Item.holder.S",
-                    "Error": REPLACED_ERROR,
-                    "Cause.$": "States.Format('replaced by run {}', $$.Execution.Name)",
-                },
-                "ResultPath": None,
-                "Catch": [
-                    {"ErrorEquals": ["States.ALL"], "ResultPath": None, "Next": "TakeOverRunLock"}
-                ],
-                "Next": "TakeOverRunLock",
-            }
-        return states
+
+    def read_lock(self) -> State:
+        """Read the lock item a conditional put found taken (consistently: it may be new)."""
+        return {
+            "Type": "Task",
+            "Resource": "arn:aws:states:::dynamodb:getItem",
+            "Parameters": {
+                "TableName": _placeholder(PLACEHOLDER_TABLE_NAME),
+                "Key": self.lock_key(),
+                "ConsistentRead": True,
+            },
+            "ResultPath": "$.lock",
+            "Retry": _DDB_RETRY,
+            "Next": "RunLockHeld",
+        }
 
     def release(self, next_state: str) -> State:
         return {
@@ -400,3 +348,74 @@ def _chain(state: State, next_state: str | None) -> None:
         state["End"] = True
     else:
         state["Next"] = next_state
+
+
+# ---------------------------------------------------------------------- run lock (fixed states)
+
+
+def _lock_still_held() -> State:
+    return {
+        "Type": "Choice",
+        "Comment": "Released meanwhile? Then try to take it again.",
+        "Choices": [{"Variable": "$.lock.Item", "IsPresent": False, "Next": "AcquireRunLock"}],
+        "Default": "DescribeLockHolder",
+    }
+
+
+def _describe_lock_holder() -> State:
+    return {
+        "Type": "Task",
+        "Resource": "arn:aws:states:::aws-sdk:sfn:describeExecution",
+        "Parameters": {"ExecutionArn.$": "$.lock.Item.holder.S"},
+        "ResultSelector": {"status.$": "$.Status"},
+        "ResultPath": "$.holder",
+        "Catch": [
+            {
+                "ErrorEquals": ["Sfn.ExecutionDoesNotExistException"],
+                "ResultPath": None,
+                "Next": "TakeOverRunLock",
+            }
+        ],
+        "Next": "LockHolderRunning",
+    }
+
+
+def _lock_holder_running(on_live_holder: str) -> State:
+    return {
+        "Type": "Choice",
+        "Comment": "A holder that ended without releasing left a stale lock.",
+        "Choices": [
+            {"Variable": "$.holder.status", "StringEquals": "RUNNING", "Next": on_live_holder}
+        ],
+        "Default": "TakeOverRunLock",
+    }
+
+
+def _skipped_overlap() -> State:
+    return {
+        "Type": "Pass",
+        "Comment": "overlap: forbid, and the previous run is still going.",
+        "Parameters": {
+            "pipeline.$": "$.pipeline",
+            "run_id.$": "$.run_id",
+            "status": "SKIPPED",
+            "running_run_id.$": "$.lock.Item.run_id.S",
+        },
+        "End": True,
+    }
+
+
+def _stop_lock_holder() -> State:
+    return {
+        "Type": "Task",
+        "Comment": "overlap: replace; the newer run wins.",
+        "Resource": "arn:aws:states:::aws-sdk:sfn:stopExecution",
+        "Parameters": {
+            "ExecutionArn.$": "$.lock.Item.holder.S",
+            "Error": REPLACED_ERROR,
+            "Cause.$": "States.Format('replaced by run {}', $$.Execution.Name)",
+        },
+        "ResultPath": None,
+        "Catch": [{"ErrorEquals": ["States.ALL"], "ResultPath": None, "Next": "TakeOverRunLock"}],
+        "Next": "TakeOverRunLock",
+    }

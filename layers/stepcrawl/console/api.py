@@ -1,6 +1,7 @@
 """The console's HTTP API, written once for both places it runs (docs/console-api.md).
 
-:class:`ConsoleApi` turns an :class:`ApiRequest` into an :class:`ApiResponse` and knows
+:class:`ConsoleApi` turns an :class:`ApiRequest` into an :class:`ApiResponse`
+(:mod:`stepcrawl.console.messages`, re-exported here as the API's vocabulary) and knows
 nothing of sockets or Lambda events: ``stepcrawl serve`` adapts it to a local HTTP server
 (:mod:`stepcrawl.console.server`, which also checks the token and the Host), the stack's
 console function to API Gateway (:mod:`stepcrawl.console.aws`, behind a JWT authorizer).
@@ -10,17 +11,27 @@ Pipelines come from a :class:`~stepcrawl.console.store.PipelineStore`; runs from
 
 from __future__ import annotations
 
-import json
 import logging
 import re
-from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as package_version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from stepcrawl.console.editing import EditError, apply_ops, check_text, issue_json
+from stepcrawl.console.executions import list_runs
+from stepcrawl.console.messages import (
+    ApiRequest,
+    ApiResponse,
+    HttpError,
+    body_object,
+    if_match,
+    optional_string,
+    query_int,
+    required_string,
+)
 from stepcrawl.console.store import (
     ConflictError,
     PipelineNotFoundError,
@@ -30,12 +41,7 @@ from stepcrawl.console.store import (
     unified_diff,
     version_of,
 )
-from stepcrawl.console.topology import (
-    DEFAULT_METRICS,
-    TOPOLOGY_METRICS,
-    TopologyProbe,
-    list_runs,
-)
+from stepcrawl.console.topology import DEFAULT_METRICS, TOPOLOGY_METRICS, TopologyProbe
 from stepcrawl.errors import ConfigError, Issue
 from stepcrawl.schema import pipeline_json_schema
 
@@ -46,26 +52,6 @@ __all__ = ["ApiRequest", "ApiResponse", "ConsoleApi", "ProbeSettings"]
 
 logger = logging.getLogger(__name__)
 _LIMIT_RUNS = 200
-
-
-@dataclass(frozen=True)
-class ApiRequest:
-    method: str
-    path: str
-    query: Mapping[str, str] = field(default_factory=dict)
-    #: Header names in lower case.
-    headers: Mapping[str, str] = field(default_factory=dict)
-    body: bytes = b""
-
-
-@dataclass
-class ApiResponse:
-    status: int
-    body: Any
-    headers: dict[str, str] = field(default_factory=dict)
-
-    def encode(self) -> bytes:
-        return json.dumps(self.body, ensure_ascii=False, default=str).encode("utf-8")
 
 
 @dataclass(frozen=True)
@@ -85,13 +71,6 @@ class ProbeSettings:
                 f"unknown topology metric(s) {', '.join(unknown)}; "
                 f"known: {', '.join(TOPOLOGY_METRICS)}"
             )
-
-
-class HttpError(ConfigError):
-    def __init__(self, status: int, message: str, **extra: Any) -> None:
-        self.status = status
-        self.extra = extra
-        super().__init__(message)
 
 
 Handler = Callable[[ApiRequest, re.Match[str]], ApiResponse]
@@ -255,8 +234,8 @@ class ConsoleApi:
 
     def _preview(self, request: ApiRequest, m: re.Match[str]) -> ApiResponse:
         current = self.store.get(m["name"])
-        body = _json_object(request)
-        text = _string(body, "yaml")
+        body = body_object(request)
+        text = required_string(body, "yaml")
         ops = body.get("ops") or []
         if not isinstance(ops, list) or not all(isinstance(op, dict) for op in ops):
             raise HttpError(400, "`ops` must be a list of operation objects")
@@ -287,14 +266,14 @@ class ConsoleApi:
     def _save(self, request: ApiRequest, m: re.Match[str]) -> ApiResponse:
         name = m["name"]
         current = self.store.get(name)
-        base = _if_match(request)
-        text = _string(_json_object(request), "yaml")
+        base = if_match(request)
+        text = required_string(body_object(request), "yaml")
         self._check_savable(text, current.file, name)
         saved = self.store.save(name, text, base)
         return _saved(200, saved.name, saved.version)
 
     def _create(self, request: ApiRequest, _m: re.Match[str]) -> ApiResponse:
-        text = _string(_json_object(request), "yaml")
+        text = required_string(body_object(request), "yaml")
         checked = check_text(text, "new.yaml")
         if checked.pipeline is None:
             raise HttpError(
@@ -330,8 +309,8 @@ class ConsoleApi:
     def _restore(self, request: ApiRequest, m: re.Match[str]) -> ApiResponse:
         name = m["name"]
         current = self.store.get(name)
-        base = _if_match(request)
-        wanted = _string(_json_object(request), "version")
+        base = if_match(request)
+        wanted = required_string(body_object(request), "version")
         text = self._text_at(name, wanted)
         self._check_savable(text, current.file, name)
         saved = self.store.save(name, text, base, source="restore")
@@ -369,7 +348,7 @@ class ConsoleApi:
         merged: str | None = None
         conflicts = False
         try:
-            mine = _string(_json_object(request), "yaml")
+            mine = required_string(body_object(request), "yaml")
         except HttpError:  # a restore: nothing of the user's own to merge
             mine = None
         if base_text is not None and mine is not None:
@@ -416,15 +395,15 @@ class ConsoleApi:
 
     def _runs(self, request: ApiRequest, _m: re.Match[str]) -> ApiResponse:
         pipeline = request.query.get("pipeline") or None
-        limit = _int(request.query.get("limit"), 50, "limit", 1, _LIMIT_RUNS)
+        limit = query_int(request.query.get("limit"), 50, "limit", 1, _LIMIT_RUNS)
         return ApiResponse(200, {"runs": list_runs(self._deployment(), pipeline, limit)})
 
     def _start(self, request: ApiRequest, m: re.Match[str]) -> ApiResponse:
-        body = _json_object(request) if request.body else {}
+        body = body_object(request) if request.body else {}
         run = body.get("run") or None
         if run is not None and not isinstance(run, str):
             raise HttpError(400, "`run` must be a string (the run's id)")
-        from stepcrawl.deployment import new_run_id  # noqa: PLC0415 - boto3, on first use
+        from stepcrawl.run_status import new_run_id  # noqa: PLC0415 - boto3, on first use
 
         run = run or new_run_id()
         arn = self._deployment().start(m["name"], run)
@@ -438,7 +417,7 @@ class ConsoleApi:
         from stepcrawl.crawl.context import DirectoryRegistry  # noqa: PLC0415
         from stepcrawl.crawl.failures import list_failures, redrive  # noqa: PLC0415
 
-        body = _json_object(request) if request.body else {}
+        body = body_object(request) if request.body else {}
         deployment = self._deployment()
         if self.deployed_dir is None:
             raise HttpError(409, "this console does not know the deployed pipeline files")
@@ -446,9 +425,9 @@ class ConsoleApi:
         found = list_failures(
             services.table,
             m["run"],
-            task=_optional(body, "task"),
-            cls=_optional(body, "class"),
-            host=_optional(body, "host"),
+            task=optional_string(body, "task"),
+            cls=optional_string(body, "class"),
+            host=optional_string(body, "host"),
         )
         moved = redrive(services, m["run"], found)
         return ApiResponse(200, {"run": m["run"], "moved": moved, "found": len(found)})
@@ -469,49 +448,3 @@ def _schedule_text(schedule: Any) -> str | None:
     if isinstance(schedule, dict):
         return str(schedule.get("cron") or schedule.get("rate") or schedule)
     return None if schedule is None else str(schedule)
-
-
-def _json_object(request: ApiRequest) -> dict[str, Any]:
-    try:
-        body = json.loads(request.body or b"null")
-    except ValueError as exc:
-        raise HttpError(400, f"the body is not JSON: {exc}") from None
-    if not isinstance(body, dict):
-        raise HttpError(400, "the body must be a JSON object")
-    return body
-
-
-def _string(body: Mapping[str, Any], key: str) -> str:
-    value = body.get(key)
-    if not isinstance(value, str):
-        raise HttpError(400, f"the body needs `{key}` as a string")
-    return value
-
-
-def _optional(body: Mapping[str, Any], key: str) -> str | None:
-    value = body.get(key)
-    if value is not None and not isinstance(value, str):
-        raise HttpError(400, f"`{key}` must be a string")
-    return value or None
-
-
-def _if_match(request: ApiRequest) -> str:
-    header = request.headers.get("if-match")
-    if not header:
-        raise HttpError(
-            428,
-            'say which version the edit is based on: If-Match: "<version>" (the ETag of the GET)',
-        )
-    return header.strip().removeprefix("W/").strip('"')
-
-
-def _int(raw: str | None, default: int, name: str, low: int, high: int) -> int:
-    if raw is None or raw == "":
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise HttpError(400, f"`{name}` must be a whole number") from None
-    if not low <= value <= high:
-        raise HttpError(400, f"`{name}` must be between {low} and {high}")
-    return value

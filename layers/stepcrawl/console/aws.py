@@ -9,7 +9,6 @@ layer (``STEPCRAWL_PIPELINES_DIR``), shown read-only: the deployment comes from 
 from __future__ import annotations
 
 import base64
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -18,29 +17,23 @@ from urllib.parse import parse_qsl
 from stepcrawl.console.api import ApiRequest, ConsoleApi
 from stepcrawl.console.store import ReadOnlyStore
 from stepcrawl.crawl.context import CrawlConfig
-from stepcrawl.errors import ConfigError
-from stepcrawl.names import ENV_PIPELINES_DIR, ENV_STAGE
+from stepcrawl.environment import ConsoleEnvironment
 
 __all__ = ["api_from_env", "handle", "request_of", "response_of"]
-
-_api: ConsoleApi | None = None
 
 
 def api_from_env(environ: Mapping[str, str] | None = None) -> ConsoleApi:
     """The API over the function's stage and its layer's pipeline files."""
     from stepcrawl.deployment import Deployment  # noqa: PLC0415 - boto3, on first use
 
-    env = os.environ if environ is None else environ
-    stage = env.get(ENV_STAGE)
-    directory = env.get(ENV_PIPELINES_DIR)
-    if not stage or not directory:
-        raise ConfigError(f"the console function needs {ENV_STAGE} and {ENV_PIPELINES_DIR}")
+    env = ConsoleEnvironment.read(environ)
+    stage, directory = env.stage, env.pipelines_dir
     deployment: list[Deployment] = []
 
     def deployed() -> Deployment:
         if not deployment:  # once per container: it reads the stack's outputs
             # The engine's settings are in this function's environment, as in the workers'.
-            deployment.append(Deployment(stage, config=CrawlConfig.from_env(env)))
+            deployment.append(Deployment(stage, config=CrawlConfig.from_env(env.variables())))
         return deployment[0]
 
     return ConsoleApi(
@@ -78,12 +71,7 @@ def response_of(status: int, body: bytes, headers: Mapping[str, str]) -> dict[st
     }
 
 
-def handle(event: Mapping[str, Any], api: ConsoleApi | None = None) -> dict[str, Any]:
-    """Answer one HTTP API event (the console function's whole job)."""
-    global _api  # noqa: PLW0603 - one API per container, as boto3 clients are
-    if api is None:
-        if _api is None:
-            _api = api_from_env()
-        api = _api
+def handle(event: Mapping[str, Any], api: ConsoleApi) -> dict[str, Any]:
+    """Answer one HTTP API event with ``api`` (the console function's whole job)."""
     response = api.handle(request_of(event))
     return response_of(response.status, response.encode(), response.headers)

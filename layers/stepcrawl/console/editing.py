@@ -23,8 +23,8 @@ from ruamel.yaml.util import load_yaml_guess_indent
 from stepcrawl.errors import ConfigError, InvalidPipelineError, Issue, format_loc
 from stepcrawl.pipeline import Pipeline
 from stepcrawl.pipeline.loading import pipeline_from_data
-from stepcrawl.pipeline.models import TaskBase
 from stepcrawl.pipeline.source import parse_source
+from stepcrawl.pipeline.task_base import TaskBase
 
 __all__ = ["Checked", "EditError", "apply_ops", "check_text", "graph_of", "issue_json"]
 

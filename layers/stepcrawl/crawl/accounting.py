@@ -24,7 +24,9 @@ from stepcrawl.crawl.states import TaskState
 from stepcrawl.crawl.stopping import RUN_STOPPED_CAUSE, cancel_task
 from stepcrawl.crawl.tasklog import Delta, fingerprint
 from stepcrawl.extract.urls import url_host
-from stepcrawl.keys import (
+from stepcrawl.names import TOO_MANY_FAILURES_ERROR
+from stepcrawl.storage import All, Cond, TransactionConflict, Usage, Write
+from stepcrawl.table_keys import (
     failure_key,
     log_key,
     running_key,
@@ -32,11 +34,10 @@ from stepcrawl.keys import (
     task_index_key,
     task_key,
 )
-from stepcrawl.names import TOO_MANY_FAILURES_ERROR
-from stepcrawl.storage import All, Cond, TransactionConflict, Usage, Write
 
 __all__ = [
     "SEED_COMMIT",
+    "TASK_COUNTERS",
     "create_task_record",
     "failure_record",
     "mark_running",
@@ -48,7 +49,9 @@ logger = logging.getLogger("stepcrawl.accounting")
 
 #: The id of the log's first entry: the seeds a task starts from.
 SEED_COMMIT: Final = "seed"
-_COUNTERS = (
+#: Every counter a task record starts at 0 and its commits add to: the one list, which
+#: report.json's ``counters`` shows too (reports/report.py).
+TASK_COUNTERS: Final[tuple[str, ...]] = (
     "claimed",
     "finished",
     "ok",
@@ -89,7 +92,7 @@ def create_task_record(
         "started_at": services.clock(),
         "heartbeat_at": services.clock(),
         "budget": max_pages - len(seeds),
-        **dict.fromkeys(_COUNTERS, 0),
+        **dict.fromkeys(TASK_COUNTERS, 0),
     }
     record["claimed"] = len(seeds)
     seed_delta = Delta(by=SEED_COMMIT, admitted=[fingerprint(url) for url in seeds])
@@ -105,7 +108,7 @@ def create_task_record(
                 ),
                 # A stopped run starts nothing (crawl/stopping.py), however late its start.
                 Write("check", slots_key(run), condition=Cond("stopped", "not_exists")),
-                # Listed in its run's index with the record, never apart from it (keys.py).
+                # Listed in its run's index with the record, never apart from it (table_keys.py).
                 Write("put", index, item={"pk": index[0], "sk": index[1], "task": task}),
             ]
         )

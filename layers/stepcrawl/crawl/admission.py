@@ -9,7 +9,7 @@ token is answered: a crawl task by its finisher (:func:`~stepcrawl.crawl.account
 an ETL task by its stage, which runs while holding it. Whoever releases a slot admits the next
 task and starts it (:func:`pump`).
 
-Items (partition ``ADMIT#<run>``, see :mod:`stepcrawl.keys`)::
+Items (partition ``ADMIT#<run>``, see :mod:`stepcrawl.table_keys`)::
 
     SLOTS      used (slots taken), limit (the pipeline's parallelism)
     Q#<task>   state, priority, kind, the control message (token included), lease_until,
@@ -42,7 +42,8 @@ from stepcrawl.crawl.context import CrawlServices
 from stepcrawl.crawl.messages import ControlMessage
 from stepcrawl.crawl.states import AdmissionState, TaskState
 from stepcrawl.errors import StepcrawlError
-from stepcrawl.keys import (
+from stepcrawl.storage import All, AnyOf, Cond, Table, TransactionConflict, Write
+from stepcrawl.table_keys import (
     ADMITTING_PK,
     SLOTS_SK,
     admission_key,
@@ -51,7 +52,6 @@ from stepcrawl.keys import (
     slots_key,
     task_key,
 )
-from stepcrawl.storage import All, AnyOf, Cond, Table, TransactionConflict, Write
 
 __all__ = [
     "STAGE_LEASE_SECONDS",

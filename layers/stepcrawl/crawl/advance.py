@@ -17,8 +17,9 @@ from dataclasses import dataclass
 from stepcrawl.crawl.accounting import maybe_finish
 from stepcrawl.crawl.budget import drain_backlog, over_budget
 from stepcrawl.crawl.context import CrawlServices
-from stepcrawl.crawl.fairness import RunningTask, handover_candidates
+from stepcrawl.crawl.fairness import handover_candidates
 from stepcrawl.crawl.frontier import feed_task
+from stepcrawl.crawl.running import RunningTask
 from stepcrawl.errors import StepcrawlError
 from stepcrawl.pipeline import Pipeline
 

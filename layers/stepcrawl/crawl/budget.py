@@ -30,9 +30,9 @@ from stepcrawl.crawl.frontier import chunk_entries
 from stepcrawl.crawl.states import TaskState, UrlState
 from stepcrawl.crawl.tasklog import Delta, PageLine, TaskLog, fingerprint
 from stepcrawl.functions_spec import FUNCTION_MEMORY_MB
-from stepcrawl.keys import backlog_pk, shard_key, task_key
 from stepcrawl.locks import LeaseLock
 from stepcrawl.storage import All, Cond
+from stepcrawl.table_keys import backlog_pk, shard_key, task_key
 
 __all__ = ["BUDGET_EXHAUSTED", "drain_backlog", "over_budget", "spent_usd"]
 

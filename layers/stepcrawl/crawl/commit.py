@@ -36,8 +36,8 @@ from stepcrawl.crawl.paths import items_part_key
 from stepcrawl.crawl.states import TaskState, UrlState
 from stepcrawl.crawl.tasklog import Delta, PageLine, TaskLog, fingerprint, spill_key
 from stepcrawl.errors import RetryableError
-from stepcrawl.keys import log_key, task_key
 from stepcrawl.storage import All, Cond, Condition, TransactionConflict, Usage, Write
+from stepcrawl.table_keys import log_key, task_key
 
 if TYPE_CHECKING:
     from stepcrawl.crawl.incremental import PageState

@@ -16,6 +16,7 @@ from typing import Any, Final, Protocol
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from stepcrawl.breaker import BreakerBook, BreakerConfig
+from stepcrawl.crawl.running import RunningView
 from stepcrawl.crawl.tasklog import TaskLogs
 from stepcrawl.crawl.window import FeedWindow
 from stepcrawl.errors import ConfigError
@@ -23,7 +24,7 @@ from stepcrawl.functions_spec import FETCH_CONCURRENCY
 from stepcrawl.names import ENV_FETCH_CONCURRENCY, ENV_SHARDS, ENV_WINDOW
 from stepcrawl.pipeline import Pipeline, load_pipeline
 from stepcrawl.storage import BlobStore, Meter, Queue, Table, TableWriter
-from stepcrawl.telemetry.catalogue import MetricRecorder, MetricSink
+from stepcrawl.telemetry.recorder import MetricRecorder, MetricSink
 
 __all__ = [
     "DEPLOYED_SETTINGS",
@@ -184,6 +185,8 @@ class CrawlServices:
     #: (:mod:`stepcrawl.telemetry.catalogue`). By default an in-memory recorder (tests read it
     #: back); on Lambda the container's, which the handler prints as EMF after each invocation.
     metric: MetricSink = field(default_factory=MetricRecorder)
+    #: The running crawl tasks as this container last read them (crawl/fairness.py).
+    running: RunningView = field(default_factory=RunningView, compare=False, repr=False)
 
     @cached_property
     def breaker(self) -> BreakerBook:

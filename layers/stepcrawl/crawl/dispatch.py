@@ -28,9 +28,9 @@ from stepcrawl.crawl.sitemaps import start_documents
 from stepcrawl.crawl.states import AdmissionState, TaskState
 from stepcrawl.crawl.tasklog import Delta, TaskLog, fingerprint
 from stepcrawl.extract.urls import canonical_url
-from stepcrawl.keys import task_key
 from stepcrawl.pipeline import CrawlTask, Pipeline
 from stepcrawl.storage import OutMessage
+from stepcrawl.table_keys import task_key
 
 __all__ = [
     "SEED_CHUNK",
@@ -71,7 +71,7 @@ def start_admitted(services: CrawlServices, message: ControlMessage) -> None:
         start_crawl(services, pipeline, task, message)
         admission.mark_started(services, message.run_id, task.id)
     else:
-        from stepcrawl.crawl.stages import run_stage  # noqa: PLC0415 - ETL only when needed
+        from stepcrawl.crawl.etl_stages import run_stage  # noqa: PLC0415 - ETL only when needed
 
         run_stage(services, pipeline, task, message)
 

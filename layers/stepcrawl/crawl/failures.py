@@ -24,8 +24,8 @@ from stepcrawl.crawl.messages import UrlRef
 from stepcrawl.crawl.states import TaskState
 from stepcrawl.crawl.task_records import run_tasks
 from stepcrawl.crawl.tasklog import Delta, TaskLog, fingerprint
-from stepcrawl.keys import failure_key, failures_pk
 from stepcrawl.storage import All, Cond, Table
+from stepcrawl.table_keys import failure_key, failures_pk
 
 __all__ = ["Failure", "group_failures", "list_failures", "redrive"]
 

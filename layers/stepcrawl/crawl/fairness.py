@@ -46,16 +46,16 @@ no commits to feed it, and would otherwise wait for the sweep.
 from __future__ import annotations
 
 import math
-import weakref
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Final
 
 from stepcrawl.crawl.context import CrawlServices
+from stepcrawl.crawl.running import RunningTask, RunningView
 from stepcrawl.crawl.states import TaskState
 from stepcrawl.errors import StepcrawlError
-from stepcrawl.keys import RUNNING_PK, shard_key, task_key
 from stepcrawl.storage import MAX_SQS_DELAY
+from stepcrawl.table_keys import RUNNING_PK, shard_key, task_key
 
 __all__ = [
     "BACK",
@@ -64,7 +64,6 @@ __all__ = [
     "RECENT",
     "VIEW_TTL",
     "Claim",
-    "RunningTask",
     "allowance",
     "count_back",
     "fair_shares",
@@ -157,43 +156,11 @@ def fair_shares(window: int, claims: Mapping[str, Claim]) -> dict[str, int]:
     return out
 
 
-@dataclass(frozen=True)
-class RunningTask:
-    """A running crawl task as the view holds it."""
-
-    run: str
-    task: str
-    pipeline: str
-    version: str
-    priority: int
-    pending: int  # claimed - finished on its record: its backlog and its URLs in flight
-
-    @property
-    def key(self) -> str:
-        return f"{self.run}#{self.task}"
-
-
-@dataclass
-class _View:
-    at: float
-    tasks: list[RunningTask]
-    handed: dict[str, float] = field(default_factory=dict)  # task key -> last handover
-
-
-# One view per container (per CrawlServices). CrawlServices compares by value, so it is not
-# hashable: keyed by identity, with a weak reference that drops the entry with the services.
-_VIEWS: dict[int, tuple[weakref.ref[CrawlServices], _View]] = {}
-
-
-def _view(services: CrawlServices) -> _View:
-    now = services.clock()
-    entry = _VIEWS.get(id(services))
-    if entry is not None and entry[0]() is services and now - entry[1].at < VIEW_TTL:
-        return entry[1]
-    handed = entry[1].handed if entry is not None and entry[0]() is services else {}
-    view = _View(now, _read_running(services), handed)
-    ident = id(services)
-    _VIEWS[ident] = (weakref.ref(services, lambda _ref: _VIEWS.pop(ident, None)), view)
+def _view(services: CrawlServices) -> RunningView:
+    """The container's view (on its services), read again once :data:`VIEW_TTL` passed."""
+    view, now = services.running, services.clock()
+    if view.at is None or now - view.at >= VIEW_TTL:
+        view.refresh(now, _read_running(services))  # hand-over times are kept
     return view
 
 

@@ -5,7 +5,8 @@ costs a fetch; its commit records nothing). A transient or
 throttled failure goes back to the fetch queue with the next attempt number and a backoff
 delay (full jitter, or the server's Retry-After), until the task's ``max_attempts``; then it
 travels to parse as a failure, so that every URL is recorded in one place, the commit.
-Bodies travel inline (gzip) when small, else through the blob store.
+Bodies travel inline (gzip) when small, else through the blob store; the pages go to parse
+in bundles (:mod:`stepcrawl.crawl.bundles`).
 """
 
 from __future__ import annotations
@@ -22,23 +23,12 @@ from datetime import UTC, datetime
 from typing import Final, Protocol
 
 from stepcrawl.breaker import BreakerState
+from stepcrawl.crawl.bundles import send_bundles
 from stepcrawl.crawl.context import CrawlServices
 from stepcrawl.crawl.frontier import enqueue
 from stepcrawl.crawl.hosts import HostView, note_crawl_delay, pause_host, read_hosts
-from stepcrawl.crawl.incremental import (
-    annotate,
-    bundle_ident,
-    bundle_weight,
-    conditional,
-    read_states,
-)
-from stepcrawl.crawl.messages import (
-    FetchMessage,
-    HttpExchange,
-    PageEnvelope,
-    ParseBundle,
-    UrlRef,
-)
+from stepcrawl.crawl.incremental import annotate, conditional, read_states
+from stepcrawl.crawl.messages import FetchMessage, HttpExchange, PageEnvelope, UrlRef
 from stepcrawl.crawl.paths import body_key
 from stepcrawl.crawl.sitemaps import fetch_refs
 from stepcrawl.crawl.states import TaskState
@@ -50,7 +40,6 @@ from stepcrawl.fetch.policy import normalize_domain
 from stepcrawl.fetch.proxy import shown_reason
 from stepcrawl.fetch.render_options import RenderOptions
 from stepcrawl.fetch.request_options import RequestOptions
-from stepcrawl.keys import task_key, url_hash
 from stepcrawl.names import (
     METRIC_BREAKER_OPEN_HOSTS,
     METRIC_BREAKER_TRANSITIONS,
@@ -64,7 +53,8 @@ from stepcrawl.names import (
     METRIC_PAGES_FETCHED,
 )
 from stepcrawl.pipeline import CrawlTask, Pipeline
-from stepcrawl.storage import MAX_SQS_DELAY, OutMessage, Usage
+from stepcrawl.storage import MAX_SQS_DELAY, OutMessage
+from stepcrawl.table_keys import task_key, url_hash
 from stepcrawl.telemetry.catalogue import status_class, status_code
 from stepcrawl.telemetry.tracing import span
 
@@ -197,7 +187,7 @@ async def process_fetch_batch(
         # This group's share of the fetch's bill travels with its first bundle.
         services.meter.lambda_ms(1000 * (time.perf_counter() - started))
         usage = services.meter.take()
-        _send_bundles(services, pipeline_name, version, run, task_id, envelopes, usage)
+        send_bundles(services, pipeline_name, version, run, task_id, envelopes, usage)
     return forwarded
 
 
@@ -215,7 +205,7 @@ def record_internal_error(
         fetched_at=datetime.now(UTC).isoformat(timespec="seconds"),
         failure="internal_error",
     )
-    _send_bundles(
+    send_bundles(
         services,
         message.pipeline,
         message.version,
@@ -454,48 +444,3 @@ def _backoff(attempt: int, base: float, cap: float, retry_after: float | None) -
     if retry_after is not None:
         delay = max(delay, retry_after)
     return math.ceil(delay)
-
-
-def _send_bundles(
-    services: CrawlServices,
-    pipeline: str,
-    version: str,
-    run: str,
-    task: str,
-    envelopes: Sequence[PageEnvelope],
-    usage: Usage,
-) -> None:
-    batches: list[list[PageEnvelope]] = [[]]
-    size = 0
-    for envelope in envelopes:
-        weight = len(envelope.body_gz_b64 or "") + bundle_weight(envelope) + 512
-        if envelope.exchange is not None:  # archive: warc
-            weight += len(envelope.exchange.model_dump_json())
-        if batches[-1] and size + weight > services.config.bundle_bytes:
-            batches.append([])
-            size = 0
-        batches[-1].append(envelope)
-        size += weight
-    out: list[OutMessage] = []
-    for batch in batches:
-        if not batch:
-            continue
-        # The id names what the bundle carries (pages, attempts, outcomes, bodies, and the
-        # re-drive that re-opened a page): a re-sent bundle keeps its id, a re-fetch that saw
-        # something else gets another, and so does a re-driven page that fails as before.
-        ident = "|".join(
-            f"{e.ref.url}#{e.ref.attempt}#{e.outcome}#{e.status}#{e.digest}{bundle_ident(e)}"
-            + (f"#{e.ref.redrive}" if e.ref.redrive else "")
-            for e in batch
-        )
-        bundle = ParseBundle(
-            pipeline=pipeline,
-            version=version,
-            run=run,
-            task=task,
-            bundle_id=hashlib.blake2b(ident.encode(), digest_size=12).hexdigest(),
-            pages=batch,
-            usage=None if out else usage,
-        )
-        out.append(OutMessage(bundle.model_dump_json()))
-    services.parse_queue.send_batch(out)

@@ -30,11 +30,11 @@ from stepcrawl.crawl.messages import FetchMessage, UrlRef
 from stepcrawl.crawl.render import send_fetches
 from stepcrawl.crawl.ring import shard_of
 from stepcrawl.extract.urls import url_host
-from stepcrawl.keys import backlog_pk, shard_key
 from stepcrawl.locks import LeaseLock
 from stepcrawl.names import METRIC_BACKLOG_CHUNKS_DRAINED, METRIC_URLS_FED
 from stepcrawl.pipeline import Politeness
 from stepcrawl.storage import MAX_SQS_DELAY, Cond, OutMessage
+from stepcrawl.table_keys import backlog_pk, shard_key
 
 __all__ = [
     "REDRIVE_CHUNK",

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from stepcrawl.crawl.context import CrawlServices
-from stepcrawl.keys import shard_key, task_key
 from stepcrawl.storage import AnyOf, Cond
+from stepcrawl.table_keys import shard_key, task_key
 
 __all__ = ["HostSlots", "HostView", "note_crawl_delay", "pause_host", "read_hosts"]
 

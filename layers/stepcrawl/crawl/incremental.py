@@ -2,7 +2,7 @@
 run makes of a revisit (``incremental: true``; docs/pipelines.md, "Incremental recrawls").
 
 **The state.** Per pipeline, task and canonical URL the table holds one item
-(:func:`stepcrawl.keys.page_state_key`): the response's validators (ETag, Last-Modified), the
+(:func:`stepcrawl.table_keys.page_state_key`): the response's validators (ETag, Last-Modified), the
 fingerprint of the page's items, the links the task follows from it (zlib; only when there
 are validators, since only a 304 needs them), when it was fetched (``at``) and the TTL
 ``expires_at`` (``incremental_ttl`` after the write). The key names the task, not only the
@@ -53,9 +53,9 @@ from stepcrawl.crawl.commit import PageCommit
 from stepcrawl.crawl.context import CrawlServices
 from stepcrawl.crawl.messages import KnownPage, PageEnvelope, Revisit, UrlRef
 from stepcrawl.fetch import FetchPolicy, FetchResult
-from stepcrawl.keys import page_state_key
 from stepcrawl.pipeline import CrawlTask
 from stepcrawl.storage import AnyOf, Cond
+from stepcrawl.table_keys import page_state_key
 
 __all__ = [
     "GONE_STATUSES",

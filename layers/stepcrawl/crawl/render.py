@@ -1,7 +1,7 @@
 """Browser rendering in the engine (``render: browser``; docs/pipelines.md).
 
 A page is rendered or fetched according to its task and URL alone
-(:func:`stepcrawl.pipeline.render_keys.renders`), decided when the frontier feeds it: the
+(:func:`stepcrawl.pipeline.render_options.renders`), decided when the frontier feeds it: the
 feeder sends it to the render queue instead of the fetch queue (:func:`send_fetches`). The
 render function is the fetch stage with another fetcher (:class:`stepcrawl.fetch.browser.
 BrowserFetcher`) and the render queue in the fetch queue's place (:func:`render_services`), so
@@ -20,7 +20,7 @@ from stepcrawl.crawl.context import CrawlServices
 from stepcrawl.crawl.messages import FetchMessage
 from stepcrawl.errors import ConfigError
 from stepcrawl.pipeline import CrawlTask
-from stepcrawl.pipeline.render_keys import renders
+from stepcrawl.pipeline.render_options import renders
 from stepcrawl.storage import OutMessage
 
 __all__ = ["render_services", "renders_any", "send_fetches"]

@@ -49,7 +49,9 @@ from stepcrawl.fetch.abort import FetchAbort
 from stepcrawl.fetch.body import CappedBody
 from stepcrawl.fetch.policy import FetchPolicy
 from stepcrawl.fetch.result import FetchResult
-from stepcrawl.pipeline.models import SITEMAPS_FROM_ROBOTS, CrawlTask, Pipeline
+from stepcrawl.pipeline.crawl_task import CrawlTask
+from stepcrawl.pipeline.models import Pipeline
+from stepcrawl.pipeline.sitemap_options import SITEMAPS_FROM_ROBOTS
 
 if TYPE_CHECKING:
     from stepcrawl.crawl.context import CrawlServices

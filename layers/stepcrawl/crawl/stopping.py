@@ -32,8 +32,8 @@ from stepcrawl.crawl.context import CrawlServices
 from stepcrawl.crawl.frontier import clear_backlog
 from stepcrawl.crawl.states import AdmissionState, TaskState
 from stepcrawl.crawl.task_records import run_tasks
-from stepcrawl.keys import admission_key, running_key, slots_key, task_key
 from stepcrawl.storage import AnyOf, Cond
+from stepcrawl.table_keys import admission_key, running_key, slots_key, task_key
 
 __all__ = ["CANCELLED", "RUN_STOPPED_CAUSE", "cancel_run", "cancel_task"]
 

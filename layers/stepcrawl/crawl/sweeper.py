@@ -25,7 +25,7 @@ from stepcrawl.crawl.advance import advance_task
 from stepcrawl.crawl.context import CrawlServices
 from stepcrawl.crawl.dispatch import hand_over
 from stepcrawl.errors import StepcrawlError
-from stepcrawl.keys import RUNNING_PK
+from stepcrawl.table_keys import RUNNING_PK
 
 __all__ = ["SweepReport", "sweep_running"]
 

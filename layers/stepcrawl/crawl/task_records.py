@@ -1,15 +1,15 @@
 """Listing a run's task records: its index, then the records by key.
 
 Each task record has its own partition (every commit of the task writes it) and its run's
-partition holds one index entry per task, written with the record (:mod:`stepcrawl.keys`).
+partition holds one index entry per task, written with the record (:mod:`stepcrawl.table_keys`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from stepcrawl.keys import TASK_PREFIX, run_pk, task_key
 from stepcrawl.storage import Table
+from stepcrawl.table_keys import TASK_PREFIX, run_pk, task_key
 
 __all__ = ["run_tasks"]
 

@@ -2,7 +2,7 @@
 
 Every change to which URLs a task has seen and recorded is one *delta*
 (``LOG#<run>#<task>#<stripe>`` / sequence, the stripe being the sequence modulo
-:data:`~stepcrawl.keys.LOG_STRIPES`), appended with a condition that its sequence is new, in
+:data:`~stepcrawl.table_keys.LOG_STRIPES`), appended with a condition that its sequence is new, in
 the same transaction as the task's counters. A delta holds 8-byte URL fingerprints, packed:
 
 - ``adm``: URLs admitted into the frontier (counted in ``claimed``, put in the backlog);
@@ -51,9 +51,9 @@ from typing import Any, Final
 from stepcrawl.crawl.fingerprints import FingerprintMap
 from stepcrawl.crawl.states import UrlState
 from stepcrawl.errors import FatalError
-from stepcrawl.keys import LOG_STRIPES, log_key, log_pk
 from stepcrawl.storage import BlobStore, Table
 from stepcrawl.storage.table import Item
+from stepcrawl.table_keys import LOG_STRIPES, log_key, log_pk
 
 __all__ = [
     "LOG_TTL",

@@ -27,8 +27,8 @@ from stepcrawl.crawl.hosts import HostView
 from stepcrawl.crawl.states import UrlState
 from stepcrawl.crawl.tasklog import fingerprint, url_states
 from stepcrawl.extract.urls import url_host
-from stepcrawl.keys import backlog_pk, shard_key
 from stepcrawl.storage import BlobStore, Table
+from stepcrawl.table_keys import backlog_pk, shard_key
 
 __all__ = ["InFlight", "Waiting", "in_flight_urls", "summarize_waiting", "waiting_urls"]
 

@@ -13,8 +13,8 @@ import threading
 from collections.abc import Callable
 from typing import Final
 
-from stepcrawl.keys import RUNNING_PK, scaler_key, task_key
 from stepcrawl.storage import Table
+from stepcrawl.table_keys import RUNNING_PK, scaler_key, task_key
 
 __all__ = ["WINDOW_FUNCTION", "WINDOW_TTL", "FeedWindow", "frontier_backlog", "read_window"]
 

@@ -2,12 +2,15 @@
 
 :func:`diagnose` is a pure function of a :class:`RunData`; :mod:`stepcrawl.diagnose.sources`
 builds one from a local run's files or from a deployed stack (AWS or local, alike).
-See docs/diagnose.md.
+See docs/diagnose.md. What it reads of a run's tasks, their progress as their records and
+logs say it, is the run view (:mod:`stepcrawl.diagnose.runview`), which the reports, the
+console and the terminal's live table read too.
 """
 
 from __future__ import annotations
 
-from stepcrawl.diagnose.analysis import BASES, KINDS, Cause, Diagnosis, auto_window, diagnose
+from stepcrawl.diagnose.analysis import BASES, KINDS, Diagnosis, diagnose
+from stepcrawl.diagnose.causes import Cause, auto_window
 from stepcrawl.diagnose.model import (
     Failure,
     PageRecord,

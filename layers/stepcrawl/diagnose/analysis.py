@@ -33,23 +33,26 @@ from __future__ import annotations
 
 import math
 import statistics
-import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Final
 
+from stepcrawl.diagnose.causes import (
+    MIN_SHARE,
+    PER_DIMENSION,
+    Cause,
+    Shares,
+    Windows,
+    auto_window,
+    latency_text,
+    lift,
+    status_label,
+    top_values,
+)
 from stepcrawl.diagnose.model import Failure, PageRecord, RunData
 
-__all__ = [
-    "BASES",
-    "KINDS",
-    "Cause",
-    "Diagnosis",
-    "auto_window",
-    "diagnose",
-    "window_label",
-]
+__all__ = ["BASES", "KINDS", "Diagnosis", "diagnose"]
 
 KINDS: Final = ("failures", "slowness", "waiting", "backlog")
 #: What each kind's shares are shares of.
@@ -73,33 +76,7 @@ _SPECIFIC: Final = (
     "ticks",
     "reason_waiting",
 )
-#: Window widths tried, shortest first: the first that splits the run in at most
-#: :data:`_MAX_WINDOWS` is used (per-minute buckets for runs up to half an hour).
-_WIDTHS: Final = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 86400)
-_MAX_WINDOWS: Final = 30
-#: Causes below this share are not listed; at most this many per dimension.
-MIN_SHARE: Final = 0.01
-PER_DIMENSION: Final = 5
 _COMBINATIONS: Final = 3
-NO_STATUS: Final = "no status"
-
-
-@dataclass(frozen=True)
-class Cause:
-    """One thing that explains part of a run's failures or time."""
-
-    kind: str  # failures | slowness | waiting | backlog
-    dimension: str  # host | class | status | reason | window | task | combination | stage ...
-    value: str
-    share: float  # of the kind's base, 0..1
-    amount: float  # in the base's unit
-    detail: str = ""
-    lift: float | None = None
-    #: A window's start (epoch seconds) for ``window`` causes.
-    window_start: float | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass
@@ -153,22 +130,6 @@ class Diagnosis:
         }
 
 
-def auto_window(span: float) -> float:
-    """The window width for a run spanning ``span`` seconds (at most 30 windows)."""
-    for width in _WIDTHS:
-        if span / width <= _MAX_WINDOWS:
-            return float(width)
-    return float(_WIDTHS[-1])
-
-
-def window_label(start: float, width: float) -> str:
-    """``HH:MM:SS-HH:MM:SS`` (UTC) of a window."""
-    fmt = "%H:%M:%S" if width < 60 or start % 60 else "%H:%M"
-    return (
-        f"{time.strftime(fmt, time.gmtime(start))}-{time.strftime(fmt, time.gmtime(start + width))}"
-    )
-
-
 def diagnose(run: RunData, window: float | None = None) -> Diagnosis:
     """Rank what explains ``run``'s failures and slowness (see the module docstring)."""
     times = [p.at for p in run.pages if p.at is not None] + [f.at for f in run.failures if f.at]
@@ -176,7 +137,7 @@ def diagnose(run: RunData, window: float | None = None) -> Diagnosis:
     span = (max(times) - origin) if times else (run.seconds or 0.0)
     width = float(window) if window else auto_window(max(span, 1.0))
     # Windows on the clock's multiples of their width (per-minute buckets start at :00).
-    windows = _Windows(math.floor(origin / width) * width, width)
+    windows = Windows(math.floor(origin / width) * width, width)
     failed_pages = [p for p in run.pages if p.state == "failed"]
     failures = run.failures or [_as_failure(p) for p in failed_pages]
     slow = _slowness(run, windows)
@@ -216,7 +177,7 @@ def diagnose(run: RunData, window: float | None = None) -> Diagnosis:
 # ---- failures -------------------------------------------------------------------------------
 
 
-def _failures(run: RunData, failures: Sequence[Failure], windows: _Windows) -> list[Cause]:
+def _failures(run: RunData, failures: Sequence[Failure], windows: Windows) -> list[Cause]:
     total = len(failures)
     if not total:
         return []
@@ -229,7 +190,7 @@ def _failures(run: RunData, failures: Sequence[Failure], windows: _Windows) -> l
         dimension: str,
         key: Callable[[Failure], str | None],
         detail: Callable[[str, list[Failure]], str],
-        lift: Callable[[str, int], float | None] = lambda _v, _n: None,
+        lift_of: Callable[[str, int], float | None] = lambda _v, _n: None,
     ) -> None:
         groups: dict[str, list[Failure]] = defaultdict(list)
         for failure in failures:
@@ -250,7 +211,7 @@ def _failures(run: RunData, failures: Sequence[Failure], windows: _Windows) -> l
                     share,
                     float(len(members)),
                     detail(value, members),
-                    lift(value, len(members)),
+                    lift_of(value, len(members)),
                     start,
                 )
             )
@@ -261,27 +222,27 @@ def _failures(run: RunData, failures: Sequence[Failure], windows: _Windows) -> l
 
     def window_lift(value: str, n: int) -> float | None:
         pages = pages_in(value)
-        return _lift(n / total, pages / n_pages) if pages and n_pages else None
+        return lift(n / total, pages / n_pages) if pages and n_pages else None
 
     def window_detail(value: str, members: list[Failure]) -> str:
         pages = pages_in(value)
         rate = f"{pages} page(s) recorded in the window; " if pages else ""
-        return rate + _top(f.host for f in members)
+        return rate + top_values(f.host for f in members)
 
     def task_lift(value: str, n: int) -> float | None:
         pages = pages_per_task.get(value, 0)
-        return _lift(n / total, pages / n_pages) if pages and n_pages else None
+        return lift(n / total, pages / n_pages) if pages and n_pages else None
 
-    group("host", lambda f: f.host or "(no host)", lambda _v, m: _top(f.cls for f in m))
-    group("class", lambda f: f.cls, lambda _v, m: _top(f.reason for f in m))
-    group("status", lambda f: _status(f.status), lambda _v, m: _top(f.host for f in m))
-    group("reason", lambda f: f.reason or None, lambda _v, m: _top(f.host for f in m))
+    group("host", lambda f: f.host or "(no host)", lambda _v, m: top_values(f.cls for f in m))
+    group("class", lambda f: f.cls, lambda _v, m: top_values(f.reason for f in m))
+    group("status", lambda f: status_label(f.status), lambda _v, m: top_values(f.host for f in m))
+    group("reason", lambda f: f.reason or None, lambda _v, m: top_values(f.host for f in m))
     group("window", lambda f: windows.label(f.at) if f.at else None, window_detail, window_lift)
     if len({f.task for f in failures} | set(pages_per_task)) > 1:
-        group("task", lambda f: f.task, lambda _v, m: _top(f.cls for f in m), task_lift)
+        group("task", lambda f: f.task, lambda _v, m: top_values(f.cls for f in m), task_lift)
     # The joint groups: the most common kinds of failure, all four dimensions at once.
     joint = Counter(
-        (f.host or "(no host)", f.cls, _status(f.status), windows.label(f.at) if f.at else "")
+        (f.host or "(no host)", f.cls, status_label(f.status), windows.label(f.at) if f.at else "")
         for f in failures
     )
     for (host, cls, status, label), n in joint.most_common(_COMBINATIONS):
@@ -314,93 +275,70 @@ def _page_ms(page: PageRecord, run: RunData) -> float:
     return page.fetch_ms * (1 + earlier) + page.parse_ms + run.retry.expected_wait_ms(page.attempts)
 
 
-def _slowness(run: RunData, windows: _Windows) -> list[Cause]:
+def _slowness(run: RunData, windows: Windows) -> list[Cause]:
     pages = [p for p in run.pages if p.state != "skipped"]
     total = sum(_page_ms(p, run) for p in pages)
     if total <= 0:
         return []
-    causes: list[Cause] = []
-
-    def add(
-        dimension: str,
-        amounts: dict[str, float],
-        details: dict[str, str] | None = None,
-        lifts: dict[str, float | None] | None = None,
-    ) -> None:
-        ranked = sorted(amounts.items(), key=lambda kv: (-kv[1], kv[0]))
-        for value, amount in ranked[:PER_DIMENSION]:
-            share = amount / total
-            if share < MIN_SHARE:
-                continue
-            causes.append(
-                Cause(
-                    "slowness",
-                    dimension,
-                    value,
-                    share,
-                    round(amount, 1),
-                    (details or {}).get(value, ""),
-                    (lifts or {}).get(value),
-                    windows.start_of(value) if dimension == "window" else None,
-                )
-            )
-
-    retried = [p for p in pages if p.attempts > 1]
-    add(
-        "stage",
-        {
-            "fetch": sum(p.fetch_ms for p in pages),
-            "parse": sum(p.parse_ms for p in pages),
-            "retried attempts (est.)": sum(p.fetch_ms * (p.attempts - 1) for p in retried),
-            "retry backoff (est.)": sum(run.retry.expected_wait_ms(p.attempts) for p in retried),
-        },
-        {
-            "fetch": _latency(p.fetch_ms for p in pages if p.fetch_ms),
-            "parse": _latency(p.parse_ms for p in pages if p.parse_ms),
-            "retried attempts (est.)": f"{len(retried)} page(s) retried, each earlier attempt "
-            "counted as long as its last",
-            "retry backoff (est.)": f"{sum(p.attempts - 1 for p in retried)} retries at the mean "
-            f"of a full-jitter backoff from {run.retry.base_delay:g}s",
-        },
-    )
+    shares = Shares("slowness", total, windows)
+    shares.add("stage", *_stages(run, pages))
     for dimension, key in (
-        ("status", lambda p: _status(p.status)),
+        ("status", lambda p: status_label(p.status)),
         ("outcome", lambda p: p.outcome),
         ("task", lambda p: p.task),
     ):
         groups = _group_pages(pages, key)
         if dimension == "task" and len(groups) < 2:
             continue
-        add(
-            dimension,
-            {v: sum(_page_ms(p, run) for p in g) for v, g in groups.items()},
-            {v: f"{len(g)} page(s); " + _latency(p.fetch_ms for p in g) for v, g in groups.items()},
-            {
-                v: _lift(sum(_page_ms(p, run) for p in g) / total, len(g) / len(pages))
-                for v, g in groups.items()
-            },
-        )
+        shares.add(dimension, *_group_shares(run, groups, total, len(pages)))
     timed = [p for p in pages if p.at is not None]
     by_window = _group_pages(timed, lambda p: windows.label(p.at))
-    add(
-        "window",
-        {v: sum(_page_ms(p, run) for p in g) for v, g in by_window.items()},
-        {v: f"{len(g)} page(s); " + _latency(p.fetch_ms for p in g) for v, g in by_window.items()},
-        {
-            v: _lift(sum(_page_ms(p, run) for p in g) / total, len(g) / len(timed))
-            for v, g in by_window.items()
-        },
-    )
+    shares.add("window", *_group_shares(run, by_window, total, len(timed)))
+    # Hosts are known for failed pages only: no lift against the pages' own spread.
     by_host = _group_pages([p for p in pages if p.host], lambda p: p.host or "")
-    add(
+    shares.add(
         "host",
         {v: sum(_page_ms(p, run) for p in g) for v, g in by_host.items()},
         {
-            v: f"{len(g)} failed page(s); " + _latency(p.fetch_ms for p in g)
+            v: f"{len(g)} failed page(s); " + latency_text(p.fetch_ms for p in g)
             for v, g in by_host.items()
         },
     )
-    return causes
+    return shares.causes
+
+
+def _stages(run: RunData, pages: Sequence[PageRecord]) -> tuple[dict[str, float], dict[str, str]]:
+    """The pages' time by stage (fetch, parse, retried attempts, retry backoff), and what
+    each stage's figure is."""
+    retried = [p for p in pages if p.attempts > 1]
+    amounts = {
+        "fetch": sum(p.fetch_ms for p in pages),
+        "parse": sum(p.parse_ms for p in pages),
+        "retried attempts (est.)": sum(p.fetch_ms * (p.attempts - 1) for p in retried),
+        "retry backoff (est.)": sum(run.retry.expected_wait_ms(p.attempts) for p in retried),
+    }
+    details = {
+        "fetch": latency_text(p.fetch_ms for p in pages if p.fetch_ms),
+        "parse": latency_text(p.parse_ms for p in pages if p.parse_ms),
+        "retried attempts (est.)": f"{len(retried)} page(s) retried, each earlier attempt "
+        "counted as long as its last",
+        "retry backoff (est.)": f"{sum(p.attempts - 1 for p in retried)} retries at the mean "
+        f"of a full-jitter backoff from {run.retry.base_delay:g}s",
+    }
+    return amounts, details
+
+
+def _group_shares(
+    run: RunData, groups: Mapping[str, Sequence[PageRecord]], total: float, pages: int
+) -> tuple[dict[str, float], dict[str, str], dict[str, float | None]]:
+    """Per group of pages: its time, its pages and latency, and its lift (its share of the
+    time over its share of the ``pages``)."""
+    amounts = {v: sum(_page_ms(p, run) for p in g) for v, g in groups.items()}
+    details = {
+        v: f"{len(g)} page(s); " + latency_text(p.fetch_ms for p in g) for v, g in groups.items()
+    }
+    lifts = {v: lift(amounts[v] / total, len(g) / pages) for v, g in groups.items()}
+    return amounts, details, lifts
 
 
 def _group_pages(
@@ -415,7 +353,7 @@ def _group_pages(
 # ---- waiting --------------------------------------------------------------------------------
 
 
-def _waiting(run: RunData, windows: _Windows) -> list[Cause]:
+def _waiting(run: RunData, windows: Windows) -> list[Cause]:
     wall = run.crawl_seconds or 0.0
     if wall <= 0:
         return []
@@ -498,49 +436,5 @@ def _backlog(run: RunData) -> list[Cause]:
 # ---- helpers --------------------------------------------------------------------------------
 
 
-class _Windows:
-    """Fixed-width time windows from the run's start, named by their clock times."""
-
-    def __init__(self, origin: float, width: float) -> None:
-        self.origin = origin
-        self.width = width
-        self._starts: dict[str, float] = {}
-
-    def of(self, at: float) -> float:
-        return self.origin + math.floor((at - self.origin) / self.width) * self.width
-
-    def label(self, at: float | None) -> str:
-        start = self.of(self.origin if at is None else at)
-        name = window_label(start, self.width)
-        self._starts[name] = start
-        return name
-
-    def start_of(self, label: str) -> float | None:
-        """The start of a window named by :meth:`label`."""
-        return self._starts.get(label)
-
-
-def _status(status: int | None) -> str:
-    return NO_STATUS if status is None else str(status)
-
-
-def _lift(share: float, base_share: float) -> float | None:
-    return round(share / base_share, 2) if base_share > 0 else None
-
-
 def _rank(dimension: str) -> int:
     return _SPECIFIC.index(dimension) if dimension in _SPECIFIC else len(_SPECIFIC)
-
-
-def _top(values: Iterable[str], n: int = 3) -> str:
-    counted = Counter(v for v in values if v)
-    return ", ".join(f"{v} {c}" for v, c in counted.most_common(n))
-
-
-def _latency(values: Iterable[float]) -> str:
-    data = sorted(v for v in values if v)
-    if not data:
-        return ""
-    p50 = data[len(data) // 2]
-    p95 = data[min(len(data) - 1, math.ceil(0.95 * len(data)) - 1)]
-    return f"p50 {p50:.0f} ms, p95 {p95:.0f} ms"

@@ -2,9 +2,9 @@
 
 A deployed stack (AWS, or local mode's emulator behind ``stepcrawl serve``) is read through
 :class:`~stepcrawl.deployment.Deployment`, one code path for both: the run's status, its
-failure records and each crawl task's log. The log's page lines carry no time, but every log
-entry carries its expiry, written as the commit's time plus :data:`~stepcrawl.crawl.tasklog.
-LOG_TTL`: so each page gets the time of the commit that recorded it, to the second.
+failure records and each crawl task's pages as the run view reads them from its log
+(:func:`~stepcrawl.diagnose.runview.page_records`: each page with the time of the commit that
+recorded it, to the second).
 
 A local run writes the same page records next to its report (``OUT/pages.jsonl``, one JSON
 object a page) with ``failures.jsonl``; ``report.json`` adds the tasks, the scaler's ticks
@@ -14,25 +14,24 @@ and, for a crawl that did not finish, what its backlog waits for.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from stepcrawl.crawl.failures import Failure, list_failures
-from stepcrawl.crawl.tasklog import LOG_TTL, Delta, fingerprint, log_entries
 from stepcrawl.diagnose.model import PageRecord, RunData, ScalingTick, TaskInfo
+from stepcrawl.diagnose.runview import TaskProgress, run_pages
 from stepcrawl.errors import ConfigError
 
 if TYPE_CHECKING:
-    from stepcrawl.deployment import Deployment, RunStatus
-    from stepcrawl.storage import BlobStore, Table
+    from stepcrawl.deployment import Deployment
+    from stepcrawl.run_status import RunStatus
 
 __all__ = [
     "PAGES_FILE",
     "from_deployment",
     "from_report",
-    "page_records",
     "run_data",
     "write_page_records",
 ]
@@ -42,59 +41,22 @@ PAGES_FILE: Final = "pages.jsonl"
 _FAILURES_FILE: Final = "failures.jsonl"
 
 
-def page_records(
-    table: Table,
-    run: str,
-    task: str,
-    failures: Iterable[Failure] = (),
-    blobs: BlobStore | None = None,
-) -> list[PageRecord]:
-    """Every page the task recorded (its last recording, as ``recorded_lines`` reads them),
-    with its commit's time, and the host and URL of those that failed."""
-    failed = {fingerprint(f.url): f for f in failures if f.task == task}
-    found: dict[int, PageRecord] = {}
-    for item in log_entries(table, run, task):
-        delta = Delta.of(item, blobs)
-        expires = item.get("expires_at")
-        at = float(expires) - LOG_TTL if expires is not None else None
-        for fp, line in delta.recorded:
-            found.pop(fp, None)
-            failure = failed.get(fp) if line.state == "failed" else None
-            found[fp] = PageRecord(
-                task=task,
-                state=line.state,
-                status=line.status,
-                failure=line.failure,
-                attempts=line.attempts,
-                size=line.size,
-                fetch_ms=line.fetch_ms,
-                parse_ms=line.parse_ms,
-                at=at,
-                host=failure.host if failure else None,
-                url=failure.url if failure else None,
-            )
-        for fp in delta.reopened:
-            found.pop(fp, None)
-    return list(found.values())
-
-
 def run_data(
     deployment: Deployment,
     status: RunStatus,
     *,
     report: Mapping[str, Any] | None = None,
     waiting: Mapping[str, Mapping[str, int]] | None = None,
+    failures: Sequence[Failure] | None = None,
+    pages: Mapping[str, Sequence[PageRecord]] | None = None,
 ) -> RunData:
     """A run of a deployment, as the analysis reads it (``report``: a local run's report,
-    for its scaler ticks and its backlog's reasons)."""
-    table = deployment.table
-    failures = list_failures(table, status.run)
-    pages = [
-        page
-        for task in status.tasks.values()
-        if task.type == "crawl"
-        for page in page_records(table, status.run, task.id, failures, deployment.blobs)
-    ]
+    for its scaler ticks and its backlog's reasons; ``failures`` and ``pages``: the run's
+    failure records and its crawl tasks' pages, when the caller has read them already)."""
+    if failures is None:
+        failures = list_failures(deployment.table, status.run)
+    if pages is None:
+        pages = run_pages(deployment, status, failures)
     data = RunData(
         run=status.run,
         pipeline=status.pipeline,
@@ -102,13 +64,11 @@ def run_data(
         seconds=(status.stopped - status.started).total_seconds() if status.stopped else None,
         started=status.started.timestamp(),
         tasks={
-            t.id: TaskInfo(
-                t.id, t.type, t.state, t.seconds, int(t.counters.get("render_unmatched", 0))
-            )
+            t.id: TaskInfo(t.id, t.type, t.state, t.seconds, TaskProgress.of(t).render_unmatched)
             for t in status.tasks.values()
         },
-        pages=pages,
-        failures=failures,
+        pages=[page for task_pages in pages.values() for page in task_pages],
+        failures=list(failures),
         waiting={t: dict(r) for t, r in (waiting or {}).items()},
     )
     if report is not None:

@@ -1,28 +1,23 @@
-"""CloudWatch alarms, the AWS metrics behind them and the alert topic, played locally.
+"""CloudWatch alarms, played locally: the stack's alarms evaluated once per local minute.
 
 moto keeps alarms but never evaluates them, publishes none of the metrics AWS publishes for
 queues and state machines, and its CloudFormation skips the alarm resources. So that a local
 run alerts as a deployed one does (docs/local.md, "Alarms and alerts locally"),
 :class:`LocalAlarms` does, once per local minute (``every`` seconds, default 1 s):
 
-1. **AWS/SQS.** For every queue of the stack, what SQS publishes (``QueueName`` dimension):
-   ``ApproximateNumberOfMessagesVisible``, ``...NotVisible``, ``...Delayed`` (from
-   ``GetQueueAttributes``) and ``ApproximateAgeOfOldestMessage`` (from moto's own queue, in
-   this process: no API gives it), one datapoint per local minute.
-2. **AWS/States.** For every execution of the stack's state machines that ended since the last
-   tick, ``ExecutionsSucceeded``/``Failed``/``TimedOut``/``Aborted`` (``StateMachineArn``), at
-   its stop time; and if the stack's rule for failed runs matches it, EventBridge's "Step
-   Functions Execution Status Change" event to the rule's topic.
-3. **Alarms.** Every ``AWS::CloudWatch::Alarm`` and ``CompositeAlarm`` of the template (created
-   in moto at start, so ``aws cloudwatch describe-alarms`` lists them) is evaluated against the
-   emulator's CloudWatch (``GetMetricData``) with CloudWatch's rules
-   (:mod:`stepcrawl.emulator.alarm_eval`), periods scaled by ``every / 60``. A change of state is
-   set in moto (``SetAlarmState``) and, for the actions of the new state that name a topic,
-   delivered as SNS delivers it: the alarm JSON in an SNS event, to each function subscribed.
+1. **AWS's metrics**, as SQS and Step Functions publish them, and the failed runs' events
+   (:mod:`stepcrawl.emulator.alarm_metrics`).
+2. **Alarms.** Every ``AWS::CloudWatch::Alarm`` and ``CompositeAlarm`` of the template
+   (:mod:`stepcrawl.emulator.alarm_definitions`; created in moto at start, so ``aws
+   cloudwatch describe-alarms`` lists them) is evaluated against the emulator's CloudWatch
+   (``GetMetricData``) with CloudWatch's rules (:mod:`stepcrawl.emulator.alarm_eval`), periods
+   scaled by ``every / 60``. A change of state is set in moto (``SetAlarmState``) and, for the
+   actions of the new state that name a topic, delivered as SNS delivers it
+   (:mod:`stepcrawl.emulator.alarm_delivery`): the alarm JSON in an SNS event, to each function
+   subscribed.
 
-Deliveries run on a thread of their own, in order, as SNS's asynchronous invocations: a
-failed invocation is retried twice (after one and two local minutes), then dropped with a log
-line, as Lambda does without a failure destination.
+This module puts those together on one timer; the names local mode uses from them are
+re-exported here.
 """
 
 from __future__ import annotations
@@ -30,41 +25,40 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-import queue
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any, Final
 
+from stepcrawl.emulator.alarm_definitions import AlarmSet, alarms_from_template
+from stepcrawl.emulator.alarm_delivery import (
+    Courier,
+    SnsDelivery,
+    Subscriptions,
+    alert_secret_name,
+    read_alert_channels,
+    store_alert_channels,
+)
 from stepcrawl.emulator.alarm_eval import (
     ALARM,
     INSUFFICIENT_DATA,
     OK,
     CompositeAlarm,
     MetricAlarm,
-    MetricStat,
     Query,
     State,
-    UnsupportedAlarmError,
     composite_state,
     evaluate,
     evaluation_grid,
     scaled_period,
     series_of,
 )
-from stepcrawl.emulator.alarm_events import (
-    alarm_message,
-    alarm_subject,
-    composite_message,
-    execution_event,
-    sns_event,
-)
+from stepcrawl.emulator.alarm_events import alarm_message, alarm_subject, composite_message
+from stepcrawl.emulator.alarm_metrics import ServiceMetrics, matches
 from stepcrawl.emulator.background import BackgroundThread
-from stepcrawl.errors import ConfigError
-from stepcrawl.names import ENV_ALERT_CHANNELS
+from stepcrawl.emulator.template import TemplateResolver
 
 __all__ = [
     "LOCAL_ALARM_EVERY",
@@ -73,6 +67,7 @@ __all__ = [
     "Subscriptions",
     "alarms_from_template",
     "alert_secret_name",
+    "matches",
     "read_alert_channels",
     "store_alert_channels",
 ]
@@ -83,392 +78,6 @@ log = logging.getLogger(__name__)
 #: second, with every period scaled alike (5 min -> 5 s).
 LOCAL_ALARM_EVERY: Final = 1.0
 _MINUTE: Final = 60
-#: A stalled tick fills at most this many missed SQS datapoints (a gauge repeated).
-_MAX_FILL: Final = 10
-_TERMINAL_METRICS: Final[Mapping[str, str]] = {
-    "SUCCEEDED": "ExecutionsSucceeded",
-    "FAILED": "ExecutionsFailed",
-    "TIMED_OUT": "ExecutionsTimedOut",
-    "ABORTED": "ExecutionsAborted",
-}
-_SQS_GAUGES: Final[Mapping[str, str]] = {
-    "ApproximateNumberOfMessages": "ApproximateNumberOfMessagesVisible",
-    "ApproximateNumberOfMessagesNotVisible": "ApproximateNumberOfMessagesNotVisible",
-    "ApproximateNumberOfMessagesDelayed": "ApproximateNumberOfMessagesDelayed",
-}
-
-
-def alert_secret_name(stage: str) -> str:
-    """The secret ``stepcrawl run/serve --alerts FILE`` stores its channels under."""
-    return f"stepcrawl/{stage}/alerts"
-
-
-def read_alert_channels(path: Path) -> str:
-    """``--alerts FILE``: its channels' JSON, checked as the notifier will check it
-    (:class:`ConfigError` naming the file and every bad field)."""
-    from stepcrawl.alerts.config import parse_channels  # noqa: PLC0415 - pydantic models
-
-    try:
-        text: str = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"--alerts {path}: {exc.strerror or exc}") from None
-    parse_channels(str(path), text)
-    return text
-
-
-def store_alert_channels(secretsmanager: Any, name: str, channels: str) -> None:
-    """Put the channels' JSON (one channel object, or a list) into the emulator's Secrets
-    Manager, where the notifier reads it (docs/alerts.md)."""
-    try:
-        secretsmanager.create_secret(Name=name, SecretString=channels)
-    except secretsmanager.exceptions.ResourceExistsException:
-        secretsmanager.put_secret_value(SecretId=name, SecretString=channels)
-
-
-# ---- the template --------------------------------------------------------------------------
-
-
-class _Resolver:
-    """The intrinsic functions alarm and rule properties use, resolved against what the
-    emulator created: ``Ref``, ``Fn::GetAtt`` (``Arn``, ``QueueName``), ``Fn::Join``."""
-
-    def __init__(
-        self,
-        template: Mapping[str, Any],
-        resources: Mapping[str, str],
-        *,
-        account: str,
-        region: str,
-    ) -> None:
-        self.resources = template["Resources"]
-        self.physical = resources
-        self.account, self.region = account, region
-
-    def __call__(self, value: Any) -> str:
-        if isinstance(value, str | int | float):
-            return str(value)
-        if isinstance(value, Mapping) and "Ref" in value:
-            return self._ref(str(value["Ref"]))
-        if isinstance(value, Mapping) and "Fn::GetAtt" in value:
-            logical, attribute = value["Fn::GetAtt"]
-            return self._get_att(str(logical), str(attribute))
-        if isinstance(value, Mapping) and "Fn::Join" in value:
-            separator, parts = value["Fn::Join"]
-            return str(separator).join(self(part) for part in parts)
-        raise UnsupportedAlarmError(f"cannot resolve {value!r} locally")
-
-    def type_of(self, logical: str) -> str:
-        return str(self.resources.get(logical, {}).get("Type", ""))
-
-    def _ref(self, logical: str) -> str:
-        if logical in self.physical:
-            return self.physical[logical]
-        raise UnsupportedAlarmError(f"{logical} was not created in the local cloud")
-
-    def _get_att(self, logical: str, attribute: str) -> str:
-        kind = self.type_of(logical)
-        props = self.resources.get(logical, {}).get("Properties", {})
-        if kind in ("AWS::CloudWatch::Alarm", "AWS::CloudWatch::CompositeAlarm"):
-            return self.alarm_arn(str(props.get("AlarmName", logical)))
-        physical = self._ref(logical)
-        if kind == "AWS::SQS::Queue":
-            name = physical.rstrip("/").rsplit("/", 1)[-1]
-            return name if attribute == "QueueName" else self._arn("sqs", name)
-        if kind == "AWS::Lambda::Function" and attribute == "Arn":
-            return self._arn("lambda", f"function:{physical}")
-        if attribute == "Arn" and physical.startswith("arn:"):
-            return physical
-        raise UnsupportedAlarmError(f"cannot resolve {logical}.{attribute} locally")
-
-    def _arn(self, service: str, rest: str) -> str:
-        return f"arn:aws:{service}:{self.region}:{self.account}:{rest}"
-
-    def alarm_arn(self, name: str) -> str:
-        return self._arn("cloudwatch", f"alarm:{name}")
-
-
-@dataclass
-class AlarmSet:
-    """What the template defines, resolved: alarms, composites, the rule for failed runs,
-    and the alarms left unevaluated locally with the reason."""
-
-    metric: list[MetricAlarm] = field(default_factory=list)
-    composite: list[CompositeAlarm] = field(default_factory=list)
-    skipped: dict[str, str] = field(default_factory=dict)
-    #: Alarms local mode cannot evaluate faithfully: name -> the error, naming the alarm.
-    refused: dict[str, str] = field(default_factory=dict)
-    #: The EventBridge rules on Step Functions status changes: (pattern, target topic ARNs).
-    execution_rules: list[tuple[Mapping[str, Any], tuple[str, ...]]] = field(default_factory=list)
-
-
-def _stat(props: Mapping[str, Any], resolve: _Resolver) -> MetricStat:
-    metric = props["Metric"]
-    return MetricStat(
-        namespace=str(metric["Namespace"]),
-        metric_name=str(metric["MetricName"]),
-        dimensions=tuple(
-            (str(d["Name"]), resolve(d["Value"])) for d in metric.get("Dimensions", [])
-        ),
-        stat=str(props["Stat"]),
-        period=int(props["Period"]),
-    )
-
-
-def _metric_alarm(logical: str, props: Mapping[str, Any], resolve: _Resolver) -> MetricAlarm:
-    name = str(props.get("AlarmName") or logical)
-    if "Metrics" in props:
-        queries = tuple(
-            Query(
-                id=str(m["Id"]),
-                stat=_stat(m["MetricStat"], resolve) if "MetricStat" in m else None,
-                expression=m.get("Expression"),
-                label=m.get("Label"),
-                return_data=bool(m.get("ReturnData", True)),
-            )
-            for m in props["Metrics"]
-        )
-        periods = [q.stat.period for q in queries if q.stat is not None]
-        period = int(props.get("Period") or (max(periods) if periods else _MINUTE))
-        single = False
-    else:
-        if "ExtendedStatistic" in props:
-            raise UnsupportedAlarmError(f"alarm {name}: percentile statistics are not evaluated")
-        period = int(props["Period"])
-        stat = _stat(
-            {
-                "Metric": {
-                    "Namespace": props["Namespace"],
-                    "MetricName": props["MetricName"],
-                    "Dimensions": props.get("Dimensions", []),
-                },
-                "Stat": props["Statistic"],
-                "Period": period,
-            },
-            resolve,
-        )
-        queries = (Query(id="m1", stat=stat),)
-        single = True
-    periods_n = int(props["EvaluationPeriods"])
-    return MetricAlarm(
-        name=name,
-        arn=resolve.alarm_arn(name),
-        description=props.get("AlarmDescription"),
-        queries=queries,
-        period=period,
-        threshold=float(props["Threshold"]),
-        comparison=str(props["ComparisonOperator"]),
-        evaluation_periods=periods_n,
-        datapoints_to_alarm=int(props.get("DatapointsToAlarm", periods_n)),
-        treat_missing=str(props.get("TreatMissingData", "missing")),
-        alarm_actions=tuple(resolve(a) for a in props.get("AlarmActions", [])),
-        ok_actions=tuple(resolve(a) for a in props.get("OKActions", [])),
-        insufficient_data_actions=tuple(
-            resolve(a) for a in props.get("InsufficientDataActions", [])
-        ),
-        single_metric=single,
-    )
-
-
-def alarms_from_template(
-    template: Mapping[str, Any], resources: Mapping[str, str], *, account: str, region: str
-) -> AlarmSet:
-    """Every alarm and execution rule of ``template``, resolved against ``resources``
-    (logical id -> physical id, as the emulator created them).
-
-    Left out by design, with the reason (:attr:`AlarmSet.skipped`): an alarm that treats
-    missing data as breaching (a fresh local cloud has no history, so it would fire at its
-    first evaluation of every start: the stale-pipeline alarm), and an anomaly-detection
-    band (CloudWatch trains it on up to two weeks of the metric). Refused, with an error
-    naming it (:attr:`AlarmSet.refused`): an alarm local mode cannot evaluate faithfully, a
-    metric-math function outside the stack's subset, say.
-    """
-    resolve = _Resolver(template, resources, account=account, region=region)
-    found = AlarmSet()
-    for logical, resource in template["Resources"].items():
-        kind, props = resource["Type"], resource.get("Properties", {})
-        name = str(props.get("AlarmName") or logical)
-        try:
-            if kind == "AWS::CloudWatch::Alarm":
-                _add_metric_alarm(found, name, logical, props, resolve)
-            elif kind == "AWS::CloudWatch::CompositeAlarm":
-                found.composite.append(
-                    CompositeAlarm(
-                        name=name,
-                        arn=resolve.alarm_arn(name),
-                        description=props.get("AlarmDescription"),
-                        rule=resolve(props["AlarmRule"]),
-                        alarm_actions=tuple(resolve(a) for a in props.get("AlarmActions", [])),
-                        ok_actions=tuple(resolve(a) for a in props.get("OKActions", [])),
-                        insufficient_data_actions=tuple(
-                            resolve(a) for a in props.get("InsufficientDataActions", [])
-                        ),
-                    )
-                )
-        except (UnsupportedAlarmError, KeyError, TypeError, ValueError) as refused:
-            found.refused[name] = (
-                str(refused)
-                if isinstance(refused, UnsupportedAlarmError)
-                else f"alarm {name}: cannot be read ({type(refused).__name__}: {refused})"
-            )
-            continue
-        if kind == "AWS::Events::Rule" and props.get("State", "ENABLED") == "ENABLED":
-            pattern = props.get("EventPattern") or {}
-            if "aws.states" in pattern.get("source", []):
-                targets = tuple(
-                    resolve(t["Arn"])
-                    for t in props.get("Targets", [])
-                    if resolve.type_of(t["Arn"].get("Ref", "")) == "AWS::SNS::Topic"
-                )
-                found.execution_rules.append((_resolved(pattern, resolve), targets))
-    # A composite whose child was left out cannot be evaluated either.
-    left_out = found.skipped.keys() | found.refused.keys()
-    for composite in list(found.composite):
-        missing = [c for c in composite.children if c.rsplit(":", 1)[-1] in left_out]
-        if missing:
-            found.composite.remove(composite)
-            found.skipped[composite.name] = f"its child {missing[0]} is not evaluated locally"
-    return found
-
-
-def _add_metric_alarm(
-    found: AlarmSet,
-    name: str,
-    logical: str,
-    props: Mapping[str, Any],
-    resolve: _Resolver,
-) -> None:
-    if "ThresholdMetricId" in props:
-        found.skipped[name] = (
-            "an anomaly-detection band: CloudWatch trains it on up to two weeks of the "
-            "metric's history, which a local cloud does not have"
-        )
-        return
-    alarm = _metric_alarm(logical, props, resolve)
-    if alarm.treat_missing == "breaching":
-        found.skipped[name] = (
-            "treats missing data as breaching: a fresh local cloud has no history, so it "
-            "would fire as soon as it is evaluated"
-        )
-    else:
-        found.metric.append(alarm)
-
-
-def _resolved(value: Any, resolve: _Resolver) -> Any:
-    if isinstance(value, Mapping) and ({"Ref", "Fn::GetAtt", "Fn::Join"} & value.keys()):
-        return resolve(value)
-    if isinstance(value, Mapping):
-        return {k: _resolved(v, resolve) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_resolved(v, resolve) for v in value]
-    return value
-
-
-def matches(pattern: Mapping[str, Any], event: Mapping[str, Any]) -> bool:
-    """EventBridge matching, for the patterns the stack uses: every key of the pattern is in
-    the event, a list matches if the event's value is one of its strings, an object
-    recursively. (Content filters, ``prefix`` and the like, never match here.)"""
-    for key, wanted in pattern.items():
-        if key not in event:
-            return False
-        actual = event[key]
-        if isinstance(wanted, Mapping):
-            if not isinstance(actual, Mapping) or not matches(wanted, actual):
-                return False
-        elif isinstance(wanted, list):
-            if actual not in [w for w in wanted if not isinstance(w, Mapping)]:
-                return False
-        elif actual != wanted:
-            return False
-    return True
-
-
-@dataclass(frozen=True)
-class Subscriptions:
-    """The stack's SNS subscriptions of Lambda functions: topic ARN -> function names; and
-    the functions with nowhere to post (their ``STEPCRAWL_ALERT_CHANNELS`` is empty)."""
-
-    functions: Mapping[str, tuple[str, ...]]
-    silent: frozenset[str] = frozenset()
-
-    @classmethod
-    def from_template(
-        cls, template: Mapping[str, Any], resources: Mapping[str, str]
-    ) -> Subscriptions:
-        by_topic: dict[str, list[str]] = {}
-        silent: set[str] = set()
-        items = template["Resources"].items()
-        for _, resource in items:
-            props = resource.get("Properties", {})
-            if resource["Type"] != "AWS::SNS::Subscription" or props.get("Protocol") != "lambda":
-                continue
-            topic = props["TopicArn"].get("Ref", "")
-            function = (props["Endpoint"].get("Fn::GetAtt") or [""])[0]
-            if topic not in resources or function not in resources:
-                continue
-            name = resources[function]
-            by_topic.setdefault(resources[topic], []).append(name)
-            env = template["Resources"][function]["Properties"].get("Environment", {})
-            variables = env.get("Variables", {})
-            if ENV_ALERT_CHANNELS in variables and not str(variables[ENV_ALERT_CHANNELS]).strip():
-                silent.add(name)
-        return cls({t: tuple(f) for t, f in by_topic.items()}, frozenset(silent))
-
-
-# ---- delivery ------------------------------------------------------------------------------
-
-
-@dataclass
-class _Delivery:
-    function: str
-    event: dict[str, Any]
-    what: str
-    attempt: int = 1
-    not_before: float = 0.0
-
-
-class _Courier(BackgroundThread):
-    """SNS's asynchronous invocations of the subscribed functions, in order, with Lambda's
-    two retries of a failed invocation."""
-
-    thread_name = "stepcrawl-local-alerts"
-
-    def __init__(self, invoke: Callable[[str, dict[str, Any]], Any], retry_after: float) -> None:
-        super().__init__()
-        self.invoke, self.retry_after = invoke, retry_after
-        self.queue: queue.Queue[_Delivery] = queue.Queue()
-        self.delivered: list[tuple[str, str, Any]] = []
-        self.idle = threading.Event()
-        self.idle.set()
-
-    def send(self, delivery: _Delivery) -> None:
-        self.idle.clear()
-        self.queue.put(delivery)
-
-    def _run(self) -> None:
-        while not self.stopping.is_set():
-            try:
-                item = self.queue.get(timeout=0.1)
-            except queue.Empty:
-                self.idle.set()
-                continue
-            wait = item.not_before - time.monotonic()
-            if wait > 0 and self.stopping.wait(wait):
-                return
-            try:
-                result = self.invoke(item.function, item.event)
-            except Exception as exc:  # noqa: BLE001 - Lambda's async retries, then dropped
-                if item.attempt < 3:
-                    log.warning("%s: %s failed (%s); retrying", item.function, item.what, exc)
-                    item.not_before = time.monotonic() + self.retry_after * item.attempt
-                    item.attempt += 1
-                    self.queue.put(item)
-                else:
-                    log.error("%s: %s failed 3 times, dropped: %s", item.function, item.what, exc)
-                continue
-            self.delivered.append((item.function, item.what, result))
-
-
-# ---- the local CloudWatch ------------------------------------------------------------------
 
 
 @dataclass
@@ -508,33 +117,42 @@ class LocalAlarms(BackgroundThread):
         put_composite: Callable[..., None] | None = None,
     ) -> None:
         super().__init__()
-        self._queue_ages, self._put_composite = queue_ages, put_composite
+        self._put_composite = put_composite
         self.every = every
         self.scale = every / _MINUTE
         self.account, self.region = account, region
         self.alarms = alarms_from_template(template, resources, account=account, region=region)
         self.subscriptions = Subscriptions.from_template(template, resources)
-        self.queues = {
-            url.rstrip("/").rsplit("/", 1)[-1]: url
+        self.courier = Courier(invoke, retry_after=every)
+        self.delivery = SnsDelivery(self.subscriptions, self.courier)
+        resolve = TemplateResolver(template, resources, account=account, region=region)
+        queues = {
+            resolve.get_att(logical, "QueueName"): url
             for logical, url in resources.items()
-            if template["Resources"].get(logical, {}).get("Type") == "AWS::SQS::Queue"
+            if resolve.type_of(logical) == "AWS::SQS::Queue"
         }
-        self.state_machines = tuple(state_machines)
+        self.service_metrics = ServiceMetrics(
+            queues,
+            state_machines,
+            self.alarms.execution_rules,
+            self.delivery.publish,
+            account=account,
+            region=region,
+            scale=self.scale,
+            queue_ages=queue_ages,
+        )
         self._client = client
-        self.courier = _Courier(invoke, retry_after=every)
         self.states: dict[str, _Tracked] = {}
         self.transitions: list[tuple[str, State, State, str]] = []
-        self._executions: dict[str, str] = {}
-        self._gauge_slot: int | None = None
-        self._warned_silent: set[str] = set()
         self._lock = threading.Lock()
 
     # -- lifecycle -------------------------------------------------------------------------
 
     def _before_start(self) -> None:
         self.cloudwatch = self._client("cloudwatch")
-        self.sqs = self._client("sqs")
-        self.sfn = self._client("stepfunctions")
+        self.service_metrics.connect(
+            self.cloudwatch, self._client("sqs"), self._client("stepfunctions")
+        )
         for name, reason in self.alarms.skipped.items():
             log.info("alarm %s is not evaluated locally: %s", name, reason)
         for error in self.alarms.refused.values():
@@ -545,7 +163,6 @@ class LocalAlarms(BackgroundThread):
         for composite in self.alarms.composite:
             self._create_composite(composite)
             self.states[composite.name] = _Tracked()
-        self._executions = dict(self._list_executions())
         self.courier.start()
 
     def stop(self, timeout: float = 5.0) -> None:
@@ -578,8 +195,8 @@ class LocalAlarms(BackgroundThread):
         """One local minute: publish AWS's metrics, then evaluate every alarm."""
         with self._lock:
             now = now or datetime.now(UTC)
-            self.publish_queue_metrics(now)
-            self.watch_executions()
+            self.service_metrics.publish_queue_metrics(now)
+            self.service_metrics.watch_executions()
             points = self.points(self.alarms.metric, now)
             for alarm in self.alarms.metric:
                 self._evaluate(alarm, points[alarm.name], now)
@@ -587,80 +204,12 @@ class LocalAlarms(BackgroundThread):
                 self._evaluate_composite(composite, now)
 
     def publish_queue_metrics(self, now: datetime) -> None:
-        """AWS/SQS gauges, one datapoint per local minute, at the minute's start; minutes a
-        slow tick missed get the same reading (what the queue held is not known)."""
-        minute = scaled_period(_MINUTE, self.scale)
-        slot = math.floor(now.timestamp() / minute)
-        first = slot if self._gauge_slot is None else max(self._gauge_slot + 1, slot - _MAX_FILL)
-        if first > slot:
-            return
-        self._gauge_slot = slot
-        ages = None if self._queue_ages is None else self._queue_ages(now.timestamp())
-        data: list[dict[str, Any]] = []
-        for name, url in self.queues.items():
-            try:
-                attributes = self.sqs.get_queue_attributes(
-                    QueueUrl=url, AttributeNames=list(_SQS_GAUGES)
-                )["Attributes"]
-            except Exception as exc:  # noqa: BLE001 - a queue gone (stack going down): skip it
-                log.debug("queue %s not measured: %s", name, exc)
-                continue
-            values = {metric: float(attributes.get(a, 0)) for a, metric in _SQS_GAUGES.items()}
-            if ages is not None:
-                values["ApproximateAgeOfOldestMessage"] = float(ages.get(name, 0))
-            for at in range(first, slot + 1):
-                stamp = datetime.fromtimestamp(at * minute, tz=UTC)
-                data.extend(
-                    {
-                        "MetricName": metric,
-                        "Dimensions": [{"Name": "QueueName", "Value": name}],
-                        "Timestamp": stamp,
-                        "Value": value,
-                        "Unit": "Seconds" if metric.startswith("ApproximateAge") else "Count",
-                    }
-                    for metric, value in values.items()
-                )
-        for start in range(0, len(data), 1000):
-            self.cloudwatch.put_metric_data(
-                Namespace="AWS/SQS", MetricData=data[start : start + 1000]
-            )
-
-    def _list_executions(self) -> Iterator[tuple[str, str]]:
-        for machine in self.state_machines:
-            pages = self.sfn.get_paginator("list_executions").paginate(stateMachineArn=machine)
-            for page in pages:
-                for execution in page["executions"]:
-                    yield execution["executionArn"], execution["status"]
+        """AWS/SQS gauges (:meth:`ServiceMetrics.publish_queue_metrics`)."""
+        self.service_metrics.publish_queue_metrics(now)
 
     def watch_executions(self) -> None:
-        """AWS/States metrics for executions that ended; their events to the rules' topics."""
-        for arn, status in list(self._list_executions()):
-            if self._executions.get(arn) == status:
-                continue
-            self._executions[arn] = status
-            if status not in _TERMINAL_METRICS:
-                continue
-            described = self.sfn.describe_execution(executionArn=arn)
-            stop = described.get("stopDate") or datetime.now(UTC)
-            self.cloudwatch.put_metric_data(
-                Namespace="AWS/States",
-                MetricData=[
-                    {
-                        "MetricName": _TERMINAL_METRICS[status],
-                        "Dimensions": [
-                            {"Name": "StateMachineArn", "Value": described["stateMachineArn"]}
-                        ],
-                        "Timestamp": stop,
-                        "Value": 1.0,
-                        "Unit": "Count",
-                    }
-                ],
-            )
-            event = execution_event(described, account=self.account, region=self.region)
-            for pattern, topics in self.alarms.execution_rules:
-                if matches(pattern, event):
-                    for topic in topics:
-                        self._publish(topic, event, None, f"run {described['name']} {status}")
+        """AWS/States metrics and events (:meth:`ServiceMetrics.watch_executions`)."""
+        self.service_metrics.watch_executions()
 
     # -- alarms ----------------------------------------------------------------------------
 
@@ -753,24 +302,9 @@ class LocalAlarms(BackgroundThread):
     def _act(self, name: str, actions: Sequence[str], message: dict[str, Any], new: State) -> None:
         for action in actions:
             if action.startswith("arn:aws:sns:"):
-                self._publish(
+                self.delivery.publish(
                     action, message, alarm_subject(name, new, self.region), f"{name} {new}"
                 )
-
-    def _publish(self, topic: str, message: dict[str, Any], subject: str | None, what: str) -> None:
-        now = datetime.now(UTC)
-        for function in self.subscriptions.functions.get(topic, ()):
-            if function in self.subscriptions.silent:
-                if function not in self._warned_silent:
-                    self._warned_silent.add(function)
-                    log.warning(
-                        "%s has no alert channel configured, so alerts are not posted "
-                        "(stepcrawl run/serve --alerts FILE; docs/local.md)",
-                        function,
-                    )
-                continue
-            event = sns_event(topic, message, subject=subject, when=now)
-            self.courier.send(_Delivery(function, event, what))
 
     # -- moto's view of the alarms -----------------------------------------------------------
 

@@ -1,7 +1,8 @@
-"""Fixes to moto's Step Functions interpreter, where it differs from AWS in ways we rely on.
+"""moto made to behave as AWS where stepcrawl relies on it: every patch, applied in one place.
 
-Each patch makes moto do what AWS documents; none changes what a definition means, so the very
-same state machine runs on AWS and locally. Applied once, idempotently, before executing.
+First, its Step Functions interpreter. Each patch makes moto do what AWS documents; none
+changes what a definition means, so the very same state machine runs on AWS and locally.
+Applied once, idempotently, before executing (:func:`apply_moto_patches`).
 
 * ``aws-sdk:*`` integrations: AWS takes PascalCase parameter names whatever the service's own
   casing (``ExecutionArn`` for Step Functions' ``executionArn``) and answers in PascalCase.
@@ -15,7 +16,7 @@ same state machine runs on AWS and locally. Applied once, idempotently, before e
   all along. We wake every callback wait of the stopped run, and keep a stopped run stopped
   (moto lets the woken branch's error overwrite it), so it ends as ABORTED.
 
-And two to its DynamoDB, which the server runs on many threads:
+And to its DynamoDB, which the server runs on many threads:
 
 * Writes are atomic on AWS; moto's ``UpdateItem`` reads, evaluates the condition and mutates
   the stored item in place in separate steps (its handler even deep-copies that item before
@@ -24,15 +25,13 @@ And two to its DynamoDB, which the server runs on many threads:
   request is handled under one lock: the server's threads take turns, as the interpreter
   lock made them do for most of the work anyway.
 * ``TransactWriteItems`` deep-copied the whole table once per operation to be able to roll
-  back: O(table size) per transaction, which made a crawl of 900 pages spend a minute in
-  ``deepcopy``. We snapshot only the items the transaction touches and restore those.
-* ``Query`` on the table's key sorted the whole table and filtered it by partition: it reads
-  the one partition instead (same items, same order).
+  back, and ``Query`` on the table's key sorted the whole table: both now touch only the
+  items they name (``emulator/moto_fastpath.py``, :func:`table_patches`).
 
-And SQS reads the clock through ``datetime`` twice per message per scan; a receive at depth
-256 spent most of its time there. The same clock is read with ``time.time()``. SQS's queues
-also change their message lists without a lock, which loses sends and brings deleted messages
-back under threads: each queue's changes take its own lock (``emulator/moto_sqs.py``).
+And SQS (``emulator/moto_sqs.py``): its queues change their message lists without a lock,
+which loses sends and brings deleted messages back under threads, so each queue's changes
+take its own lock; and it reads the clock through ``datetime`` twice per message per scan,
+so the same clock is read with ``time.time()``.
 
 Last, DynamoDB's condition (and filter) comparisons: moto compares its decoded Python values,
 so ``true = 1``, a missing attribute equals ``null``, and ordering a number against a string
@@ -46,15 +45,11 @@ byte for byte), and an update expression is parsed, and its clause counts checke
 
 from __future__ import annotations
 
-import copy
 import functools
-import inspect
 import operator
 import threading
 import time
-import types
 from collections.abc import Callable
-from contextvars import ContextVar
 from datetime import datetime
 from decimal import Decimal
 from functools import cache, wraps
@@ -62,8 +57,6 @@ from typing import Any
 
 import botocore.session
 from moto.cloudwatch.models import CloudWatchBackend
-from moto.core import utils as moto_utils
-from moto.dynamodb import models as dynamodb_models
 from moto.dynamodb.comparisons import (
     AttributePath,
     AttributeValue,
@@ -76,12 +69,9 @@ from moto.dynamodb.comparisons import (
     OpNotEqual,
 )
 from moto.dynamodb.exceptions import InvalidConditionExpression
-from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.dynamo_type import DDBTypeConversion, DynamoType
-from moto.dynamodb.models.table import Table
 from moto.dynamodb.responses import DynamoHandler
 from moto.kms.models import Key as KmsKey
-from moto.sqs import models as sqs_models
 from moto.stepfunctions.parser.asl.component.state.exec.state_task.service import (
     state_task_service_aws_sdk as aws_sdk,
 )
@@ -89,8 +79,8 @@ from moto.stepfunctions.parser.asl.eval.environment import Environment
 from moto.stepfunctions.parser.asl.eval.program_state import ProgramStopped
 from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
 
-from stepcrawl.emulator.moto_fastpath import fastpath_patches
-from stepcrawl.emulator.moto_sqs import sqs_patches
+from stepcrawl.emulator.moto_fastpath import fastpath_patches, table_patches
+from stepcrawl.emulator.moto_sqs import sqs_clock_patches, sqs_patches
 
 __all__ = ["apply_moto_patches"]
 
@@ -204,15 +194,8 @@ def _final_once_stopped(original: Any) -> Any:
     return setter
 
 
+#: Every DynamoDB request of the server's threads takes it: writes atomic, as on AWS.
 _DYNAMODB = threading.RLock()
-#: Inside a patched transaction, moto's whole-table backup copies are skipped.
-_IN_TRANSACTION: ContextVar[bool] = ContextVar("stepcrawl_in_transaction", default=False)
-
-
-def _deepcopy_unless_table(value: Any, memo: dict[int, Any] | None = None) -> Any:
-    if isinstance(value, Table) and _IN_TRANSACTION.get():
-        return value  # the patched transaction restores the items it touched instead
-    return copy.deepcopy(value, memo)
 
 
 def _serialised(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -222,87 +205,6 @@ def _serialised(original: Callable[..., Any]) -> Callable[..., Any]:
             return original(self)
 
     return call_action
-
-
-def _touched(backend: Any, transact_items: list[dict[str, Any]]) -> list[tuple[Any, Any, Any]]:
-    """(table, hash key, range key) of every item a transaction names (that exists as a table)."""
-    touched = []
-    for entry in transact_items:
-        op: dict[str, Any] = next(iter(entry.values()), {})
-        table = backend.tables.get(op.get("TableName"))
-        key = op.get("Key") or op.get("Item")
-        if table is None or not isinstance(key, dict) or table.hash_key_attr not in key:
-            continue  # moto raises the validation error itself
-        range_value = key.get(table.range_key_attr) if table.range_key_attr else None
-        if table.range_key_attr and range_value is None:
-            continue  # likewise
-        touched.append(
-            (
-                table,
-                DynamoType(key[table.hash_key_attr]),
-                DynamoType(range_value) if range_value is not None else None,
-            )
-        )
-    return touched
-
-
-def _item_level_rollback(original: Callable[..., Any]) -> Callable[..., Any]:
-    @wraps(original)
-    def transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> None:
-        # No lock of its own: the request lock (above) already excludes every other request.
-        touched = _touched(self, transact_items)
-        before = [(t, h, r, copy.deepcopy(t.get_item(h, r))) for t, h, r in touched]
-        flag = _IN_TRANSACTION.set(True)
-        try:
-            original(self, transact_items)
-        except Exception:
-            for table, h, r, item in reversed(before):
-                table.delete_item(h, r)
-                if item is not None:
-                    if r is not None:
-                        table.items[h][r] = item
-                    else:
-                        table.items[h] = item
-            raise
-        finally:
-            _IN_TRANSACTION.reset(flag)
-
-    return transact_write_items
-
-
-#: Set while a patched ``Table.query`` runs without an index: the partition it reads.
-_QUERY_PARTITION: ContextVar[Any] = ContextVar("stepcrawl_query_partition", default=None)
-
-
-def _partition_query(original: Callable[..., Any]) -> Callable[..., Any]:
-    signature = inspect.signature(original)
-
-    @wraps(original)
-    def query(self: Any, hash_key: Any, *args: Any, **kwargs: Any) -> Any:
-        bound = signature.bind(self, hash_key, *args, **kwargs)
-        if bound.arguments.get("index_name") or hash_key is None:
-            return original(self, hash_key, *args, **kwargs)
-        flag = _QUERY_PARTITION.set(hash_key)
-        try:
-            return original(self, hash_key, *args, **kwargs)
-        finally:
-            _QUERY_PARTITION.reset(flag)
-
-    return query
-
-
-def _partition_items(original: Callable[..., Any]) -> Callable[..., Any]:
-    @wraps(original)
-    def all_items(self: Any) -> Any:
-        partition = _QUERY_PARTITION.get()
-        if partition is None:
-            return original(self)
-        found = self.items.get(partition)
-        if found is None:
-            return []
-        return sorted(found.values(), key=lambda i: i.range_key) if self.range_key_attr else [found]
-
-    return all_items
 
 
 # ---- DynamoDB condition comparisons ---------------------------------------------------------
@@ -440,13 +342,6 @@ def _dynamodb_comparisons() -> list[tuple[object, str, Any]]:
     return patches
 
 
-def _fast_clock(original: Callable[..., float], scale: float) -> Callable[..., float]:
-    def clock(dt: Any = None) -> float:
-        return time.time() * scale if dt is None else original(dt)
-
-    return clock
-
-
 def _kms_key_tags_from_cloudformation(original: Any) -> Any:
     """CloudFormation gives ``AWS::KMS::Key`` its ``Tags`` as ``Key``/``Value`` pairs, like
     every resource (AWS::KMS::Key Tag docs); moto hands them to ``create_key``, which expects
@@ -516,20 +411,8 @@ def apply_moto_patches() -> None:
             _next_state_ignored_once_stopped(Environment.__dict__["next_state_name"]),
         ),
         (DynamoHandler, "call_action", _serialised(DynamoHandler.call_action)),
-        (
-            DynamoDBBackend,
-            "transact_write_items",
-            _item_level_rollback(DynamoDBBackend.transact_write_items),
-        ),
-        (Table, "query", _partition_query(Table.query)),
-        (Table, "all_items", _partition_items(Table.all_items)),
-        (sqs_models, "unix_time", _fast_clock(moto_utils.unix_time, 1.0)),
-        (sqs_models, "unix_time_millis", _fast_clock(moto_utils.unix_time_millis, 1000.0)),
-        (
-            dynamodb_models,
-            "copy",
-            types.SimpleNamespace(deepcopy=_deepcopy_unless_table, copy=copy.copy),
-        ),
+        *table_patches(),
+        *sqs_clock_patches(),
         *_dynamodb_comparisons(),
         (
             KmsKey,

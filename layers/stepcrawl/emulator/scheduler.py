@@ -38,8 +38,10 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from stepcrawl.emulator.background import BackgroundThread
+from stepcrawl.emulator.template import TemplateResolver, UnresolvableError, referent
 from stepcrawl.errors import ConfigError, ScheduleExpressionError
-from stepcrawl.pipeline.schedule_expr import CronExpression, ScheduleExpression, parse_schedule
+from stepcrawl.pipeline.cron_expr import CronExpression
+from stepcrawl.pipeline.schedule_expr import ScheduleExpression, parse_schedule
 
 __all__ = [
     "DEFAULT_MAX_EVENT_AGE",
@@ -55,7 +57,6 @@ log = logging.getLogger(__name__)
 SCHEDULE_TYPE = "AWS::Scheduler::Schedule"
 #: EventBridge Scheduler's default ``RetryPolicy.MaximumEventAgeInSeconds``: 24 hours.
 DEFAULT_MAX_EVENT_AGE = 86400.0
-_GROUP_TYPE = "AWS::Scheduler::ScheduleGroup"
 _PLACEHOLDER_ARN = "<aws.scheduler.schedule-arn>"
 _PLACEHOLDER_TIME = "<aws.scheduler.scheduled-time>"
 _PLACEHOLDER_EXECUTION = "<aws.scheduler.execution-id>"
@@ -82,17 +83,9 @@ class ScheduleSpec:
 
 
 def _target_ref(logical_id: str, arn: Any) -> str:
-    if isinstance(arn, dict):
-        if isinstance(arn.get("Ref"), str):
-            return str(arn["Ref"])
-        get_att = arn.get("Fn::GetAtt")
-        if (
-            isinstance(get_att, list)
-            and len(get_att) == 2
-            and isinstance(get_att[0], str)
-            and get_att[1] == "Arn"
-        ):
-            return get_att[0]
+    target = referent(arn)
+    if target is not None and target[1] in (None, "Arn"):
+        return target[0]
     raise ConfigError(
         f"schedule {logical_id}: Target.Arn must be a Ref or Fn::GetAtt [id, Arn] to a "
         f"resource of the stack, found {arn!r}; local mode only plays schedules of the stack's "
@@ -100,29 +93,37 @@ def _target_ref(logical_id: str, arn: Any) -> str:
     )
 
 
-def _group_name(value: Any, resources: Mapping[str, Any]) -> str:
-    """``GroupName`` as a literal, or a ``Ref`` to the stack's group (whose Ref is its name)."""
+def _group_name(value: Any, resolve: TemplateResolver) -> str:
+    """``GroupName`` as a literal, or a reference to the stack's group (whose Ref is its name)."""
     if value is None:
         return "default"
-    if isinstance(value, str):
-        return value
-    if isinstance(value, dict) and isinstance(value.get("Ref"), str):
-        group = resources.get(value["Ref"], {})
-        name = group.get("Properties", {}).get("Name")
-        if group.get("Type") == _GROUP_TYPE and isinstance(name, str):
-            return name
-        # A group without a Name gets a generated one in AWS; the logical id stands in.
-        return str(value["Ref"])
-    raise ConfigError(f"schedule group {value!r} is neither a name nor a Ref to a group")
+    try:
+        name = resolve.resolve(value)
+    except UnresolvableError:
+        target = referent(value)
+        if target is None:
+            raise ConfigError(
+                f"schedule group {value!r} is neither a name nor a Ref to a group"
+            ) from None
+        # No group of the stack with that Ref: the logical id stands in for its name.
+        return target[0]
+    if not isinstance(name, str):
+        raise ConfigError(f"schedule group {value!r} is neither a name nor a Ref to a group")
+    return name
 
 
-def _string(logical_id: str, key: str, value: Any) -> str:
-    if not isinstance(value, str):
+def _string(logical_id: str, key: str, value: Any, resolve: TemplateResolver) -> str:
+    """A string property: a literal, or an intrinsic function local mode can resolve."""
+    try:
+        found = resolve.resolve(value)
+    except UnresolvableError as exc:
+        raise ConfigError(f"schedule {logical_id}: {key}: {exc}") from None
+    if not isinstance(found, str):
         raise ConfigError(
             f"schedule {logical_id}: {key} must be a literal string in the template, "
             f"found {value!r}"
         )
-    return value
+    return found
 
 
 def schedules_from_template(template: Mapping[str, Any]) -> list[ScheduleSpec]:
@@ -132,6 +133,9 @@ def schedules_from_template(template: Mapping[str, Any]) -> list[ScheduleSpec]:
     target that is not a literal / a reference to a stack resource).
     """
     resources: Mapping[str, Any] = template.get("Resources", {})
+    # Before any deployment: what resolves is what the template itself says (the names of
+    # the schedules and groups local mode plays, parameters' defaults).
+    resolve = TemplateResolver(template)
     specs: list[ScheduleSpec] = []
     for logical_id, resource in resources.items():
         if resource.get("Type") != SCHEDULE_TYPE:
@@ -146,19 +150,22 @@ def schedules_from_template(template: Mapping[str, Any]) -> list[ScheduleSpec]:
         specs.append(
             ScheduleSpec(
                 # Without a Name CloudFormation generates one; the logical id stands in.
-                name=_string(logical_id, "Name", props.get("Name", logical_id)),
+                name=_string(logical_id, "Name", props.get("Name", logical_id), resolve),
                 expression=_string(
-                    logical_id, "ScheduleExpression", props.get("ScheduleExpression")
+                    logical_id, "ScheduleExpression", props.get("ScheduleExpression"), resolve
                 ),
                 timezone=_string(
                     logical_id,
                     "ScheduleExpressionTimezone",
                     props.get("ScheduleExpressionTimezone", "UTC"),
+                    resolve,
                 ),
                 enabled=state == "ENABLED",
                 target_ref=_target_ref(logical_id, target.get("Arn")),
-                input=None if raw_input is None else _string(logical_id, "Input", raw_input),
-                group=_group_name(props.get("GroupName"), resources),
+                input=None
+                if raw_input is None
+                else _string(logical_id, "Input", raw_input, resolve),
+                group=_group_name(props.get("GroupName"), resolve),
                 max_event_age=float(retry.get("MaximumEventAgeInSeconds", DEFAULT_MAX_EVENT_AGE)),
             )
         )

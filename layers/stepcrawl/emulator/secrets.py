@@ -7,6 +7,9 @@ and ``serve`` read the file named by :data:`~stepcrawl.names.ENV_LOCAL_SECRETS` 
 each entry there before any function runs. A value is a string, or a JSON object (stored as
 its JSON text, as ``{"username": ..., "password": ...}`` is). Errors name the file and the
 secret, never a value.
+
+This module only writes secrets (:func:`store_secret`, for ``--alerts FILE``'s channels too);
+the functions read them back as on AWS, through :mod:`stepcrawl.secret_store`.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from typing import Any
 from stepcrawl.errors import ConfigError
 from stepcrawl.names import ENV_LOCAL_SECRETS
 
-__all__ = ["read_local_secrets", "store_local_secrets"]
+__all__ = ["read_local_secrets", "store_local_secrets", "store_secret"]
 
 
 def read_local_secrets(path: Path) -> dict[str, str]:
@@ -51,6 +54,15 @@ def read_local_secrets(path: Path) -> dict[str, str]:
     return found
 
 
+def store_secret(secretsmanager: Any, name: str, value: str) -> None:
+    """Create secret ``name`` in the emulator's Secrets Manager (``secretsmanager``: its boto3
+    client) with ``value``, or give an existing one that value (a cloud started again)."""
+    try:
+        secretsmanager.create_secret(Name=name, SecretString=value)
+    except secretsmanager.exceptions.ResourceExistsException:
+        secretsmanager.put_secret_value(SecretId=name, SecretString=value)
+
+
 def store_local_secrets(secretsmanager: Any, environ: dict[str, str] | None = None) -> list[str]:
     """Store the secrets of the file :data:`ENV_LOCAL_SECRETS` names (none if unset) in the
     emulator's Secrets Manager (``secretsmanager``: its boto3 client); their names."""
@@ -60,8 +72,5 @@ def store_local_secrets(secretsmanager: Any, environ: dict[str, str] | None = No
         return []
     secrets = read_local_secrets(Path(path).expanduser())
     for name, value in secrets.items():
-        try:
-            secretsmanager.create_secret(Name=name, SecretString=value)
-        except secretsmanager.exceptions.ResourceExistsException:
-            secretsmanager.put_secret_value(SecretId=name, SecretString=value)
+        store_secret(secretsmanager, name, value)
     return sorted(secrets)

@@ -19,7 +19,7 @@ import os
 import time
 import urllib.request
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +28,7 @@ import boto3
 from stepcrawl.compiler import substitute
 from stepcrawl.emulator.in_process import serve_in_process, stop_serving_in_process
 from stepcrawl.emulator.moto_patches import apply_moto_patches
+from stepcrawl.emulator.template import TemplateResolver, references
 from stepcrawl.errors import ConfigError
 
 __all__ = ["DeployedStack", "Emulator", "moto_ready_template"]
@@ -73,33 +74,24 @@ def moto_ready_template(template: dict[str, Any]) -> dict[str, Any]:
         dropped |= dangling
 
 
-def _refers_to(value: Any, names: set[str]) -> bool:
-    if isinstance(value, dict):
-        if value.get("Ref") in names:
-            return True
-        get_att = value.get("Fn::GetAtt")
-        if isinstance(get_att, list) and get_att and get_att[0] in names:
-            return True
-        return any(_refers_to(v, names) for v in value.values())
-    if isinstance(value, list):
-        return any(_refers_to(v, names) for v in value)
-    if isinstance(value, str):
-        return value in names  # DependsOn entries
-    return False
+def _refers_to(resource: Mapping[str, Any], names: set[str]) -> bool:
+    """Whether ``resource`` names one of ``names``: in an intrinsic function anywhere in it, or
+    in its ``DependsOn``."""
+    depends_on = resource.get("DependsOn", [])
+    depends = {depends_on} if isinstance(depends_on, str) else set(depends_on)
+    return bool((references(resource) | depends) & names)
 
 
 def _assets(template: dict[str, Any]) -> Iterator[tuple[str, str]]:
     """(bucket, key) of every code asset the template's functions and layers point at."""
+    # Read before the deployment: the CDK's bucket is a Fn::Sub of the account and region.
+    resolve = TemplateResolver(template, account=ACCOUNT, region=REGION)
     for resource in template["Resources"].values():
         props = resource.get("Properties", {})
         code = props.get("Code") or props.get("Content")
         if not isinstance(code, dict) or "S3Key" not in code:
             continue
-        bucket = code["S3Bucket"]
-        if isinstance(bucket, dict) and "Fn::Sub" in bucket:
-            bucket = bucket["Fn::Sub"].replace("${AWS::AccountId}", ACCOUNT)
-            bucket = bucket.replace("${AWS::Region}", REGION)
-        yield str(bucket), str(code["S3Key"])
+        yield resolve.text(code["S3Bucket"]), resolve.text(code["S3Key"])
 
 
 def _empty_zip() -> bytes:
@@ -225,6 +217,9 @@ class Emulator:
             for r in resources
             if "LogicalResourceId" in r and "PhysicalResourceId" in r
         }
+        resolve = TemplateResolver(
+            self.template, physical, account=ACCOUNT, region=REGION, stack_name=self.stack_name
+        )
         substitutions = {
             str(r["Properties"]["StateMachineName"]): r["Properties"].get(
                 "DefinitionSubstitutions", {}
@@ -235,8 +230,8 @@ class Emulator:
         for described in machines:
             # moto's CloudFormation ignores DefinitionSubstitutions: fill them as AWS would.
             values = {
-                name: physical[ref["Ref"]] if isinstance(ref, dict) and "Ref" in ref else str(ref)
-                for name, ref in substitutions.get(described["name"], {}).items()
+                name: resolve.text(value)
+                for name, value in substitutions.get(described["name"], {}).items()
             }
             definition = substitute(json.loads(described["definition"]), values)
             created = sfn.create_state_machine(

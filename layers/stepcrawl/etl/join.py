@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import BinaryIO, Final
 
 from stepcrawl.etl.items_io import dump_item
-from stepcrawl.etl.keys import DIGEST_SIZE, key_digest, key_values
+from stepcrawl.etl.join_keys import DIGEST_SIZE, key_digest, key_values
 from stepcrawl.etl.stats import TransformStats
 from stepcrawl.etl.types import Item
 

@@ -17,7 +17,7 @@ from stepcrawl.errors import LoadError
 from stepcrawl.etl.columns import Columns
 from stepcrawl.etl.csv_format import CSV_CONTENT_TYPE, write_csv_parts
 from stepcrawl.etl.items_io import MIB, ItemWriter
-from stepcrawl.etl.keys import key_digest
+from stepcrawl.etl.join_keys import key_digest
 from stepcrawl.etl.parquet_format import (
     PARQUET_CONTENT_TYPE,
     import_pyarrow,
@@ -27,7 +27,7 @@ from stepcrawl.etl.parts import PartSet
 from stepcrawl.etl.spool import Spool
 from stepcrawl.etl.stats import LoadStats
 from stepcrawl.etl.types import Item
-from stepcrawl.pipeline.models import DynamoDBTarget, S3Target
+from stepcrawl.pipeline.etl_tasks import DynamoDBTarget, S3Target
 from stepcrawl.storage.protocols import BlobStore, TableWriter
 
 __all__ = [

@@ -16,7 +16,7 @@ from typing import assert_never
 from stepcrawl.errors import TransformError
 from stepcrawl.etl.conditions import compile_filter
 from stepcrawl.etl.convert import ConversionError, converter
-from stepcrawl.etl.keys import key_digest, value_digest
+from stepcrawl.etl.join_keys import key_digest, value_digest
 from stepcrawl.etl.stats import TransformStats
 from stepcrawl.etl.types import Item
 from stepcrawl.pipeline.transforms import (

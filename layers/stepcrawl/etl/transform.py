@@ -15,7 +15,7 @@ from stepcrawl.etl.join import DEFAULT_MAX_PARTITION_BYTES, DEFAULT_PARTITIONS, 
 from stepcrawl.etl.operations import Step, compile_operations
 from stepcrawl.etl.stats import TransformStats
 from stepcrawl.etl.types import Item, ItemSource
-from stepcrawl.pipeline.models import TransformTask
+from stepcrawl.pipeline.etl_tasks import TransformTask
 
 __all__ = ["run_transform"]
 

@@ -18,7 +18,7 @@ from jsonschema import Draft202012Validator
 
 from stepcrawl.etl.stats import MAX_SAMPLES
 from stepcrawl.etl.types import Item, ItemSink
-from stepcrawl.pipeline.models import ValidateTask
+from stepcrawl.pipeline.etl_tasks import ValidateTask
 
 __all__ = ["ERRORS_FIELD", "ValidateOutcome", "run_validate"]
 

@@ -14,7 +14,7 @@ from selectolax.lexbor import LexborHTMLParser, LexborNode
 from stepcrawl.extract.coerce import CoercionError, converter
 from stepcrawl.extract.structured import PageData, StructuredPath, compile_path
 from stepcrawl.extract.urls import absolute_url
-from stepcrawl.pipeline.models import FieldRule
+from stepcrawl.pipeline.crawl_rules import FieldRule
 
 __all__ = ["MISSING", "URL_ATTRIBUTES", "CompiledField", "Scope", "compile_field"]
 

@@ -13,7 +13,7 @@ from stepcrawl.extract.fields import CompiledField, Scope, compile_field
 from stepcrawl.extract.rulecache import IdentityCache
 from stepcrawl.extract.structured import PageData, object_item, rule_objects
 from stepcrawl.extract.urls import document_base_url
-from stepcrawl.pipeline.models import ExtractRule
+from stepcrawl.pipeline.crawl_rules import ExtractRule
 
 __all__ = ["MAX_PROBLEMS", "ExtractResult", "extract_items"]
 

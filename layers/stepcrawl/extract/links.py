@@ -18,7 +18,7 @@ from stepcrawl.extract.urls import (
     url_host,
     web_url,
 )
-from stepcrawl.pipeline.models import FollowRule
+from stepcrawl.pipeline.crawl_rules import FollowRule
 
 __all__ = ["canonical_url", "extract_links", "url_host"]
 

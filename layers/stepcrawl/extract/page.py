@@ -13,7 +13,7 @@ from stepcrawl.extract.items import extract_items
 from stepcrawl.extract.links import extract_links
 from stepcrawl.extract.rulecache import IdentityCache
 from stepcrawl.extract.urls import url_host, web_url
-from stepcrawl.pipeline.models import CrawlTask
+from stepcrawl.pipeline.crawl_task import CrawlTask
 
 __all__ = ["ParsedPage", "default_allowed_domains", "parse_page"]
 

@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import shutil
 import time
 from collections.abc import Mapping, Sequence
@@ -62,7 +61,7 @@ from stepcrawl.fetch.readiness import ms_until, not_ready, wait_until_ready
 from stepcrawl.fetch.render_options import ITEMS, PageWait
 from stepcrawl.fetch.result import FetchResult
 from stepcrawl.names import ENV_CHROMIUM
-from stepcrawl.pipeline.render_keys import LOAD_EVENT, NETWORK_IDLE
+from stepcrawl.pipeline.render_options import LOAD_EVENT, NETWORK_IDLE
 
 __all__ = [
     "BROWSERS",
@@ -105,10 +104,10 @@ class RenderUnavailableError(Exception):
     """No browser to render with (Playwright or Chromium missing, or Chromium will not start)."""
 
 
-def find_chromium() -> str | None:
-    """The Chromium executable: ``STEPCRAWL_CHROMIUM``, else the first of :data:`BROWSERS`
+def find_chromium(chosen: str | None = None) -> str | None:
+    """The Chromium executable: ``chosen`` (the function's ``STEPCRAWL_CHROMIUM``, read by
+    :class:`~stepcrawl.environment.WorkerEnvironment`), else the first of :data:`BROWSERS`
     on PATH; None if there is none."""
-    chosen = os.environ.get(ENV_CHROMIUM)
     if chosen:
         return chosen
     return next((path for name in BROWSERS if (path := shutil.which(name))), None)

@@ -10,7 +10,7 @@ import httpx
 from stepcrawl.fetch.guard import numeric_ipv4
 from stepcrawl.fetch.render_options import RenderOptions
 from stepcrawl.fetch.request_options import RequestOptions
-from stepcrawl.pipeline.models import DEFAULT_USER_AGENT
+from stepcrawl.pipeline.settings import DEFAULT_USER_AGENT
 
 __all__ = ["DEFAULT_CONTENT_TYPES", "FetchPolicy", "normalize_domain"]
 

@@ -5,8 +5,9 @@ shards): a host always goes through the same proxy, so its politeness timing and
 the proxy keeps per client hold, and adding a proxy moves only about 1/n of the hosts.
 
 **Credentials** come from the Secrets Manager secret the task names (``proxy.secret``), read by
-the fetch function through an injected :data:`SecretReader` (Powertools Parameters on
-Lambda, :mod:`stepcrawl.secret_store`); they are kept :data:`CREDENTIALS_MAX_AGE` seconds per
+the fetch function through an injected :data:`SecretReader` (on Lambda
+:func:`read_proxy_secret`: the secrets the stack granted, through :mod:`stepcrawl.secret_store`,
+the one reader of secrets); they are kept :data:`CREDENTIALS_MAX_AGE` seconds per
 container, and forgotten when a proxy answers 407 (a rotated password is read again). They
 travel only as the ``Proxy-Authorization`` header aiohttp builds from ``proxy_auth``: never in
 a URL, a log line, an error's text or a repr (:class:`Credentials` hides them).
@@ -35,10 +36,12 @@ from urllib.parse import urlsplit
 
 from uhashring import HashRing
 
+from stepcrawl.environment import ProxyGrants
 from stepcrawl.fetch.abort import FetchAbort
 from stepcrawl.fetch.guard import NetworkGuard
 from stepcrawl.fetch.pinning import normalize_host
-from stepcrawl.pipeline.request_keys import proxy_origin, redact_userinfo
+from stepcrawl.names import ENV_PROXY_SECRETS
+from stepcrawl.pipeline.request_options import proxy_origin, redact_userinfo
 
 if TYPE_CHECKING:
     from stepcrawl.fetch.policy import FetchPolicy
@@ -54,6 +57,7 @@ __all__ = [
     "SecretReader",
     "current_route",
     "parse_proxy_secret",
+    "read_proxy_secret",
     "redact_userinfo",
     "routed",
     "shown_reason",
@@ -62,7 +66,8 @@ __all__ = [
 SecretReader = Callable[[str, bool], str]
 """``(secret name or ARN, force_fetch) -> the secret's string``; raises if it cannot."""
 
-#: Seconds credentials read from a secret are reused (as the notifier's channel secrets).
+#: Seconds credentials read from a secret are reused (as :data:`stepcrawl.secret_store.MAX_AGE`
+#: reuses the secret's value).
 CREDENTIALS_MAX_AGE: Final = 300.0
 #: Seconds a secret that could not be read (or parsed) is not asked again: every URL of the
 #: task fails with ``proxy_secret`` meanwhile, without a Secrets Manager call each.
@@ -156,6 +161,24 @@ def _credentials(name: str, where: str, value: Any) -> Credentials:
         # Basic authentication joins the two with ":": the user name cannot hold one
         raise ValueError(f"secret {name!r}: {where}username must not contain ':'")
     return Credentials(found["username"], found["password"])
+
+
+def read_proxy_secret(name: str, force_fetch: bool = False) -> str:
+    """The fetch function's :data:`SecretReader`: secret ``name``'s string value, from
+    :func:`stepcrawl.secret_store.get_secret` (its errors), or :class:`PermissionError` for a
+    secret the deployment's :data:`~stepcrawl.names.ENV_PROXY_SECRETS` does not list."""
+    granted = ProxyGrants.read().proxy_secrets
+    if granted is not None and name not in granted:
+        # the stack grants the fetch function the secrets its pipelines name, and sets this
+        # list: the local cloud (no IAM) then refuses exactly what AWS would
+        raise PermissionError(
+            f"secret {name!r} is not one the stack granted the fetch function "
+            f"({ENV_PROXY_SECRETS}); deploy the pipeline that names it"
+        )
+    # Powertools and boto3 are imported only by a fetcher that reads a secret.
+    from stepcrawl.secret_store import get_secret  # noqa: PLC0415
+
+    return get_secret(name, force_fetch)
 
 
 def parse_proxy_secret(name: str, text: str) -> ProxyCredentials:

@@ -9,7 +9,7 @@ rendered page is ready"):
 * ``wait_for: load``, ``networkidle`` or a CSS selector: that, as the task says;
 * no ``wait_for``: the rules that apply to the page are those whose ``match`` its URL matches
   or, when none does, those without ``match``. The page is ready, after its load event, when
-  the :func:`~stepcrawl.pipeline.render_keys.ready_selector` of one of them matches. A page a
+  the :func:`~stepcrawl.pipeline.render_options.ready_selector` of one of them matches. A page a
   ``match`` selected is expected to hold items: not ready within ``render_timeout`` it fails
   ``render_timeout``. A page only rules without ``match`` apply to may be a listing that
   happens to share their selectors: it is read as it is by then (and counted). A page no rule
@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Literal
 
-from stepcrawl.pipeline.render_keys import (
+from stepcrawl.pipeline.render_options import (
     DEFAULT_RENDER_TIMEOUT,
     LOAD_EVENT,
     NETWORK_IDLE,
@@ -35,7 +35,7 @@ from stepcrawl.pipeline.render_keys import (
 )
 
 if TYPE_CHECKING:
-    from stepcrawl.pipeline.models import ExtractRule
+    from stepcrawl.pipeline.crawl_rules import ExtractRule
 
 __all__ = ["ITEMS", "LISTING", "SELECTOR", "ItemRule", "PageWait", "RenderOptions", "WaitKind"]
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import httpx
 
 from stepcrawl.fetch.proxy import ProxyList
-from stepcrawl.pipeline.request_keys import ProxySettings, cookie_header
+from stepcrawl.pipeline.request_options import ProxySettings, cookie_header
 
 if TYPE_CHECKING:
     from stepcrawl.fetch.policy import FetchPolicy

@@ -23,7 +23,6 @@ import contextlib
 import io
 import json
 import logging
-import os
 import sys
 import threading
 import time
@@ -34,7 +33,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import IO, Any, Final, TextIO
 
-from stepcrawl.deployment import Deployment, RunStatus, stack_name
+from stepcrawl.deployment import Deployment, stack_name
 from stepcrawl.emulator.alarms import LOCAL_ALARM_EVERY, LocalAlarms
 from stepcrawl.emulator.lambda_runtime import Chaos, FunctionSpec, LambdaRuntime, MappingSpec
 from stepcrawl.emulator.metrics import EmfForwarder
@@ -48,8 +47,10 @@ from stepcrawl.emulator.scheduler import (
 from stepcrawl.emulator.secrets import store_local_secrets
 from stepcrawl.emulator.server import ACCOUNT, LOCAL_CREDENTIAL, REGION, Emulator
 from stepcrawl.emulator.ttl import TtlReaper, ttl_attributes
+from stepcrawl.environment import quiet_node_deprecation
 from stepcrawl.errors import ConfigError
 from stepcrawl.names import ENV_PIPELINES_DIR
+from stepcrawl.run_status import RunStatus
 from stepcrawl.runtime import close_containers
 from stepcrawl.scaling.scaler import SCALER_FUNCTION as SCALER
 
@@ -70,7 +71,7 @@ def synthesize(
     """The stack's CloudFormation template, synthesized by the CDK app (``infra``, shipped in
     this distribution; its libraries are the ``cdk`` extra). ``alert_secrets`` replaces the
     ``alert_webhook_secrets`` context (the notifier's channel secrets, docs/local.md)."""
-    os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+    quiet_node_deprecation()
     try:
         from aws_cdk.assertions import Template  # noqa: PLC0415 - the cdk extra
         from infra.app import build_app  # noqa: PLC0415

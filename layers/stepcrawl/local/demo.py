@@ -11,10 +11,10 @@ import yaml
 from rich.console import Console
 
 from stepcrawl.demo import DemoSite, ShopModel
-from stepcrawl.deployment import new_run_id
 from stepcrawl.emulator.lambda_runtime import Chaos
 from stepcrawl.local.runner import LocalRun, run_local
 from stepcrawl.pipeline import Pipeline
+from stepcrawl.run_status import new_run_id
 
 __all__ = ["demo_pipeline", "exported_items", "run_demo"]
 

@@ -2,7 +2,7 @@
 
 ``stepcrawl run`` deploys a fresh local cloud for every run, so its table starts empty and
 every run of an ``incremental: true`` task would be a first run. With ``--state FILE`` the
-pipeline's page states (:func:`stepcrawl.keys.page_state_key`, written by
+pipeline's page states (:func:`stepcrawl.table_keys.page_state_key`, written by
 :mod:`stepcrawl.crawl.incremental`) are read from FILE into the new cloud's table before the
 run, when FILE exists, and written back to it after the run: the next ``stepcrawl run
 --state FILE`` is a recrawl. ``stepcrawl serve`` keeps one cloud, and needs none of this.

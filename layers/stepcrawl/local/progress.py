@@ -4,7 +4,8 @@ A task the state machine has sent but that holds none of its run's ``parallelism
 shows as ``waiting (parallelism)``.
 
 Fed by :meth:`~stepcrawl.deployment.Deployment.wait` ticks, i.e. by the same reads that
-``stepcrawl status`` makes, so what the view shows is what a client of the stack can see.
+``stepcrawl status`` makes, so what the view shows is what a client of the stack can see; its
+figures are the run view's (:class:`~stepcrawl.diagnose.runview.TaskProgress`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from stepcrawl.deployment import RunStatus, TaskStatus
+from stepcrawl.diagnose.runview import TaskProgress
+from stepcrawl.run_status import RunStatus, TaskStatus
 
 __all__ = ["RunProgress", "status_table"]
 
@@ -61,21 +63,22 @@ def _state(task: TaskStatus) -> str:
 
 
 def _numbers(task: TaskStatus) -> tuple[str, str, str, str, str, str]:
-    seconds = task.seconds
+    progress = TaskProgress.of(task)
+    seconds = progress.seconds
     elapsed = "" if seconds is None else f"{seconds:.1f}s"
-    counters = task.counters
-    if task.type != "crawl" or not counters:
+    if task.type != "crawl" or not progress.started:
         return ("", "", "", "", "", elapsed)
-    finished = int(counters.get("finished", 0))
-    backlog = max(0, int(counters.get("claimed", 0)) - finished)
-    rate = f"{finished / seconds:.1f}" if seconds else ""
-    unchanged = int(counters.get("unchanged", 0))  # incremental tasks (crawl/incremental.py)
+    # "Pages done" counts every URL recorded (``finished``: the cost guard's skipped ones
+    # too), not only the fetched ``pages``.
+    finished = progress.finished
+    rate = progress.rate(finished)
+    unchanged = progress.unchanged  # incremental tasks (crawl/incremental.py)
     return (
         f"{finished} ({unchanged} unchanged)" if unchanged else str(finished),
-        str(backlog),
-        str(int(counters.get("items", 0))),
-        str(int(counters.get("failed", 0))),
-        rate,
+        str(progress.backlog),
+        str(progress.items),
+        str(progress.errors),
+        "" if rate is None else f"{rate:.1f}",
         elapsed,
     )
 

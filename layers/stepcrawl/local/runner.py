@@ -20,7 +20,6 @@ from typing import Any, Final
 import yaml
 from rich.console import Console
 
-from stepcrawl.deployment import RunStatus
 from stepcrawl.emulator.alarms import (
     LOCAL_ALARM_EVERY,
     LocalAlarms,
@@ -35,6 +34,7 @@ from stepcrawl.local.progress import RunProgress
 from stepcrawl.names import METRICS_NAMESPACE
 from stepcrawl.pipeline import Pipeline
 from stepcrawl.reports.report import write_run_outputs
+from stepcrawl.run_status import RunStatus
 from stepcrawl.runtime import container_usage
 
 __all__ = ["ALERT_SETTLE_MINUTES", "LocalRun", "run_local", "settle_alerts", "staged_pipelines"]

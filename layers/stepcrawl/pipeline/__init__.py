@@ -2,28 +2,20 @@
 
 from __future__ import annotations
 
-from stepcrawl.pipeline.graph import Dag, TaskNode, check_graph
-from stepcrawl.pipeline.loading import discover, load_pipeline, pipeline_from_data
-from stepcrawl.pipeline.models import (
-    CrawlTask,
-    Defaults,
+from stepcrawl.pipeline.crawl_rules import ExtractRule, FieldRule, FollowRule
+from stepcrawl.pipeline.crawl_task import CrawlTask
+from stepcrawl.pipeline.etl_tasks import (
     DynamoDBTarget,
-    ExtractRule,
-    FieldRule,
-    FollowRule,
-    Limits,
     LoadTask,
     MergeSpec,
-    Pipeline,
-    Politeness,
-    RetryPolicy,
     S3Target,
-    Schedule,
-    Task,
-    TaskSettings,
     TransformTask,
     ValidateTask,
 )
+from stepcrawl.pipeline.graph import Dag, TaskNode, check_graph
+from stepcrawl.pipeline.loading import discover, load_pipeline, pipeline_from_data
+from stepcrawl.pipeline.models import Pipeline, Schedule, Task
+from stepcrawl.pipeline.settings import Defaults, Limits, Politeness, RetryPolicy, TaskSettings
 from stepcrawl.pipeline.transforms import Condition, TransformOp
 
 __all__ = [

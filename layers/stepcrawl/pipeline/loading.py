@@ -19,8 +19,10 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
 from stepcrawl.errors import InvalidPipelineError, Issue, Loc, ScheduleExpressionError
+from stepcrawl.pipeline.crawl_task import CrawlTask
+from stepcrawl.pipeline.etl_tasks import LoadTask, TransformTask, ValidateTask
 from stepcrawl.pipeline.graph import InvalidGraphError, check_graph
-from stepcrawl.pipeline.models import CrawlTask, LoadTask, Pipeline, TransformTask, ValidateTask
+from stepcrawl.pipeline.models import Pipeline
 from stepcrawl.pipeline.source import SourceDocument, load_source
 
 __all__ = ["discover", "load_pipeline", "pipeline_from_data"]

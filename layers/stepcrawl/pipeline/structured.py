@@ -1,6 +1,6 @@
 """The pipeline keys of structured data (JSON-LD, microdata, OpenGraph): types and checks.
 
-The models (:mod:`stepcrawl.pipeline.models`) use these; the extraction itself is
+The models (:mod:`stepcrawl.pipeline.crawl_rules`) use these; the extraction itself is
 :mod:`stepcrawl.extract.structured`. Paths are JMESPath expressions (jmespath.org) for
 JSON-LD and microdata, and a property name for OpenGraph (``og:title``).
 """

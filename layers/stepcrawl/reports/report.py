@@ -8,7 +8,9 @@ OUT/report.json          the run and, per task: state, duration, pages/s; for a 
 OUT/logs/functions.log   what the functions printed (their CloudWatch Logs)
 
 Page statistics come from each crawl task's log, which records every page's status, class,
-attempts, size and latencies with the commit that recorded it (one query per task).
+attempts, size and latencies with the commit that recorded it (one query per task), as the
+run view reads and sums them (:mod:`stepcrawl.diagnose.runview`); report.html reads the same
+pages.
 
 The report's ``cost`` block is what the run would cost on AWS (:mod:`stepcrawl.cost`): the
 counts per page it measured (every function container's meter, the runtime's invocations,
@@ -22,9 +24,7 @@ from __future__ import annotations
 import json
 import re
 import sys
-from collections import Counter
-from collections.abc import Mapping
-from dataclasses import asdict
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -32,32 +32,28 @@ from stepcrawl.archive.warc import export_archives
 from stepcrawl.cost import Assumptions, Counts, FunctionCounts, estimate
 from stepcrawl.crawl.accounting import task_summary
 from stepcrawl.crawl.failures import list_failures
-from stepcrawl.crawl.tasklog import recorded_lines
 from stepcrawl.crawl.waiting import summarize_waiting, waiting_urls
-from stepcrawl.deployment import Deployment, RunStatus, TaskStatus
+from stepcrawl.deployment import Deployment
+from stepcrawl.diagnose.model import PageRecord
+from stepcrawl.diagnose.runview import PageStats, TaskProgress, run_pages
 from stepcrawl.emulator.metrics import distinct_metrics
 from stepcrawl.names import METRICS_NAMESPACE
 from stepcrawl.reports.html import write_report_html
+from stepcrawl.run_status import RunStatus, TaskStatus
 from stepcrawl.storage import Usage
 from stepcrawl.telemetry.percentiles import percentiles
 
-__all__ = ["percentiles", "run_counts", "run_error", "run_warnings", "write_run_outputs"]
+__all__ = [
+    "percentiles",
+    "run_counts",
+    "run_error",
+    "run_warnings",
+    "task_report",
+    "write_run_outputs",
+]
 
 _WAITING_SHOWN: Final = 20
 
-_COUNTERS = (
-    "claimed",
-    "finished",
-    "ok",
-    "failed",
-    "items",
-    "bytes",
-    "dropped",
-    "skipped",
-    "render_unmatched",  # render: browser without wait_for (fetch/render_options.py)
-    "unchanged",  # incremental tasks (crawl/incremental.py)
-    "deleted",
-)
 #: A local function container's thread: ``lambda-<function>-<n>`` (lambda_runtime/containers.py).
 _CONTAINER = re.compile(r"lambda-(?P<function>.+)-\d+")
 #: Priced from its schedule by the model: it is not a queue-fed function and is not timed.
@@ -100,7 +96,8 @@ def write_run_outputs(
     with (out / "failures.jsonl").open("w", encoding="utf-8") as handle:
         for failure in sorted(failures, key=lambda f: (f.task, f.url)):
             handle.write(json.dumps(failure.__dict__) + "\n")
-    pages = _page_records(deployment, status)
+    # Read once, for report.json's figures and for report.html's charts and diagnosis.
+    pages = run_pages(deployment, status, failures)
     report = {
         "pipeline": status.pipeline,
         "run": status.run,
@@ -110,7 +107,7 @@ def write_run_outputs(
         "seconds": _seconds(status),
         "failures": len(failures),
         "tasks": {
-            task_id: _task_report(task, written[task_id], pages.get(task_id, []))
+            task_id: task_report(task, written[task_id], pages.get(task_id, []))
             for task_id, task in status.tasks.items()
         },
         **(extra or {}),
@@ -122,7 +119,7 @@ def write_run_outputs(
     if cost is not None:
         report["cost"] = cost
     (out / "report.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    write_report_html(deployment, status, out, report)
+    write_report_html(deployment, status, out, report, failures=failures, pages=pages)
     return report
 
 
@@ -191,8 +188,11 @@ def _seconds(status: RunStatus) -> float | None:
     return round((status.stopped - status.started).total_seconds(), 3)
 
 
-def _task_report(task: TaskStatus, items: int, pages: list[dict[str, Any]]) -> dict[str, Any]:
-    seconds = task.seconds
+def task_report(task: TaskStatus, items: int, pages: Sequence[PageRecord]) -> dict[str, Any]:
+    """One task's entry of report.json: its state and time; a crawl task's pages (as its log
+    records them, :class:`~stepcrawl.diagnose.runview.PageStats`) and counters."""
+    progress = TaskProgress.of(task)
+    seconds = progress.seconds
     report: dict[str, Any] = {
         "type": task.type,
         "state": task.state,
@@ -207,42 +207,26 @@ def _task_report(task: TaskStatus, items: int, pages: list[dict[str, Any]]) -> d
         }
     if task.type != "crawl":
         return report
-    recorded = [p for p in pages if p.get("state") in ("done", "failed")]
-    ok = [p for p in recorded if p.get("state") == "done"]
+    stats = PageStats.of(pages)
     report |= {
-        "pages": len(recorded),
-        "pages_per_second": round(len(recorded) / seconds, 1) if seconds else None,
-        "pages_by_status": dict(
-            sorted(Counter(str(p.get("status") or "none") for p in recorded).items())
-        ),
-        "failure_classes": dict(
-            Counter(str(p.get("failure") or "fatal") for p in recorded if p.get("state") != "done")
-        ),
+        "pages": stats.pages,
+        "pages_per_second": progress.rate(stats.pages),
+        "pages_by_status": stats.by_status,
+        "failure_classes": stats.failure_classes,
         # Links over the page budget and URLs a stopped task drained.
-        "skipped": int(task.counters.get("skipped", 0)),
+        "skipped": progress.skipped,
         # Rendered pages where no item selector matched within render_timeout.
-        "render_unmatched": int(task.counters.get("render_unmatched", 0)),
-        "retries": sum(max(0, int(p.get("attempts") or 1) - 1) for p in recorded),
-        "bytes": sum(int(p.get("size") or 0) for p in recorded),
-        "fetch_ms": percentiles([float(p["fetch_ms"]) for p in recorded if p.get("fetch_ms")]),
-        "parse_ms": percentiles([float(p["parse_ms"]) for p in ok if p.get("parse_ms")]),
-        "counters": {k: task.counters.get(k) for k in _COUNTERS if k in task.counters},
+        "render_unmatched": progress.render_unmatched,
+        "retries": stats.retries,
+        "bytes": stats.bytes,
+        "fetch_ms": stats.fetch_ms,
+        "parse_ms": stats.parse_ms,
+        # Every counter of the task record (crawl/accounting.py, TASK_COUNTERS).
+        "counters": dict(progress.counters),
         # Why the task ended before its frontier was empty (the cost guard), or None.
         "stopped": task.counters.get("stopped"),
     }
     return report
-
-
-def _page_records(deployment: Deployment, status: RunStatus) -> dict[str, list[dict[str, Any]]]:
-    """Each crawl task's recorded pages, as its log holds them (one query per task)."""
-    return {
-        task_id: [
-            asdict(line)
-            for line in recorded_lines(deployment.table, status.run, task_id, deployment.blobs)
-        ]
-        for task_id, task in status.tasks.items()
-        if task.type == "crawl"
-    }
 
 
 # ---- what the run would cost on AWS -------------------------------------------------------

@@ -9,7 +9,12 @@ runs locally against the emulator, whose CloudWatch receives the functions' EMF 
 skipped there, with a logged reason, while the log levels still follow the level).
 
 ``STEPCRAWL_SCALER`` holds :class:`~stepcrawl.scaling.ScalerSettings`' fields and, under
-``shedding``, :class:`~stepcrawl.scaling.shedding.SheddingSettings` (:func:`parse_settings`).
+``shedding``, :class:`~stepcrawl.telemetry.shedding.SheddingSettings` (:func:`parse_settings`).
+
+AWS errors leave as :mod:`stepcrawl.errors` classes
+(:func:`~stepcrawl.storage.aws.errors.map_client_errors`, as the storage backends' do): a
+throttled read fails the tick as a ``RetryableError``, a missing queue or mapping as a
+``ConfigError``. Only the sampling rule never raises: the tick's scaling matters more.
 """
 
 from __future__ import annotations
@@ -17,7 +22,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import threading
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, Final
@@ -27,22 +31,19 @@ from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import BaseModel, ConfigDict, Field
 
 from stepcrawl.crawl.context import CrawlConfig
-from stepcrawl.errors import ConfigError
+from stepcrawl.environment import ScalerEnvironment
+from stepcrawl.errors import ConfigError, StepcrawlError
 from stepcrawl.names import (
-    ENV_FETCH_MAPPING,
-    ENV_FETCH_QUEUE_URL,
-    ENV_PARSE_MAPPING,
-    ENV_PARSE_QUEUE_URL,
     ENV_SAMPLING_RULE,
     ENV_SCALER,
-    ENV_TABLE,
     METRICS_NAMESPACE,
 )
 from stepcrawl.scaling.policy import FETCH, PARSE, ScalerSettings
 from stepcrawl.scaling.scaler import Emit, SamplingOutcome, ScalerRun, run_scaler
-from stepcrawl.scaling.shedding import SHEDDING_KEY, SheddingSettings
 from stepcrawl.scaling.signals import QueueStats
 from stepcrawl.storage.aws import DynamoTable
+from stepcrawl.storage.aws.errors import error_code, map_client_errors
+from stepcrawl.telemetry.shedding import SHEDDING_KEY, SheddingSettings
 
 __all__ = [
     "AwsPlatform",
@@ -57,13 +58,6 @@ __all__ = [
 
 logger = logging.getLogger("stepcrawl.scaler")
 
-_REQUIRED: Final = (
-    ENV_TABLE,
-    ENV_FETCH_QUEUE_URL,
-    ENV_PARSE_QUEUE_URL,
-    ENV_FETCH_MAPPING,
-    ENV_PARSE_MAPPING,
-)
 _QUEUE_ATTRIBUTES: Final = (
     "ApproximateNumberOfMessages",
     "ApproximateNumberOfMessagesNotVisible",
@@ -92,21 +86,25 @@ class AwsPlatform:
 
     def queue(self, function: str) -> QueueStats:
         url = self.queue_urls[function]
-        raw = self.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=list(_QUEUE_ATTRIBUTES))
+        with map_client_errors(url):
+            raw = self.sqs.get_queue_attributes(
+                QueueUrl=url, AttributeNames=list(_QUEUE_ATTRIBUTES)
+            )
         visible, in_flight, delayed = (int(raw["Attributes"].get(n, 0)) for n in _QUEUE_ATTRIBUTES)
         return QueueStats(visible, in_flight, delayed, oldest_age=self._oldest_age(url))
 
     def _oldest_age(self, url: str) -> float:
         now = datetime.now(UTC).timestamp()
-        points = self.cloudwatch.get_metric_statistics(
-            Namespace="AWS/SQS",
-            MetricName="ApproximateAgeOfOldestMessage",
-            Dimensions=[{"Name": "QueueName", "Value": url.rsplit("/", 1)[-1]}],
-            StartTime=_when(now - 300),
-            EndTime=_when(now),
-            Period=60,
-            Statistics=["Maximum"],
-        )["Datapoints"]
+        with map_client_errors(f"AWS/SQS ApproximateAgeOfOldestMessage of {url}"):
+            points = self.cloudwatch.get_metric_statistics(
+                Namespace="AWS/SQS",
+                MetricName="ApproximateAgeOfOldestMessage",
+                Dimensions=[{"Name": "QueueName", "Value": url.rsplit("/", 1)[-1]}],
+                StartTime=_when(now - 300),
+                EndTime=_when(now),
+                Period=60,
+                Statistics=["Maximum"],
+            )["Datapoints"]
         latest = max(points, key=lambda p: p["Timestamp"], default=None)
         return float(latest["Maximum"]) if latest else 0.0
 
@@ -114,21 +112,22 @@ class AwsPlatform:
         # The series of the function alone (``service``), all pipelines and tasks together:
         # every catalogue metric is also printed with that dimension set.
         period = max(60, 60 * math.ceil((end - start) / 60))
-        points = self.cloudwatch.get_metric_statistics(
-            Namespace=METRICS_NAMESPACE,
-            MetricName=name,
-            Dimensions=[{"Name": "service", "Value": service}],
-            StartTime=_when(start),
-            EndTime=_when(end),
-            Period=period,
-            Statistics=["Sum"],
-        )["Datapoints"]
+        with map_client_errors(f"{METRICS_NAMESPACE} {name} of {service}"):
+            points = self.cloudwatch.get_metric_statistics(
+                Namespace=METRICS_NAMESPACE,
+                MetricName=name,
+                Dimensions=[{"Name": "service", "Value": service}],
+                StartTime=_when(start),
+                EndTime=_when(end),
+                Period=period,
+                Statistics=["Sum"],
+            )["Datapoints"]
         return sum(float(p["Sum"]) for p in points)
 
     def _mapping(self, function: str) -> dict[str, Any]:
-        mapping: dict[str, Any] = self.lambda_client.get_event_source_mapping(
-            UUID=self.mappings[function]
-        )
+        uuid = self.mappings[function]
+        with map_client_errors(f"event source mapping {uuid} of {function}"):
+            mapping: dict[str, Any] = self.lambda_client.get_event_source_mapping(UUID=uuid)
         return mapping
 
     def concurrency(self, function: str) -> int:
@@ -139,53 +138,60 @@ class AwsPlatform:
         return int(self._mapping(function).get("BatchSize", 10))
 
     def set_concurrency(self, function: str, value: int) -> None:
-        self.lambda_client.update_event_source_mapping(
-            UUID=self.mappings[function], ScalingConfig={"MaximumConcurrency": value}
-        )
+        uuid = self.mappings[function]
+        with map_client_errors(f"event source mapping {uuid} of {function}"):
+            self.lambda_client.update_event_source_mapping(
+                UUID=uuid, ScalingConfig={"MaximumConcurrency": value}
+            )
 
 
 #: Error codes of an endpoint that has no sampling rules at all (moto answers 404 "Not yet
 #: implemented"): setting the rate there is skipped, not retried every tick.
 _UNSUPPORTED: Final = frozenset({"404", "NotImplemented", "UnknownOperationException"})
-#: Reasons already logged by this process: "skipped" once, not once a tick.
-_told: set[str] = set()
-_told_lock = threading.Lock()
 
 
-def _tell_once(reason: str) -> None:
-    with _told_lock:
-        if reason in _told:
-            return
-        _told.add(reason)
-    logger.info("sampling rule not set: %s", reason)
+def _unsupported(error: ClientError) -> bool:
+    """An endpoint without sampling rules at all (not a failure to retry)."""
+    status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    return error_code(error) in _UNSUPPORTED or status == 404
 
 
 class XRaySampling:
     """The stage's X-Ray sampling rule (``rule``: its name or ARN; ``None``: no rule, so the
-    rate is skipped and only the log levels follow the telemetry level)."""
+    rate is skipped and only the log levels follow the telemetry level). ``told``: the
+    reasons already logged (a container's, kept across its ticks): "skipped" once, not once
+    a tick."""
 
-    def __init__(self, xray: Any, rule: str | None) -> None:
+    def __init__(self, xray: Any, rule: str | None, *, told: set[str] | None = None) -> None:
         self.xray, self.rule = xray, rule
+        self.told = set() if told is None else told
+
+    def _tell_once(self, reason: str) -> None:
+        if reason not in self.told:
+            self.told.add(reason)
+            logger.info("sampling rule not set: %s", reason)
 
     def set_rate(self, rate: float) -> SamplingOutcome:
         if not self.rule:
-            _tell_once(f"{ENV_SAMPLING_RULE} is not set")
+            self._tell_once(f"{ENV_SAMPLING_RULE} is not set")
             return "skipped"
         try:
-            self.xray.update_sampling_rule(
-                SamplingRuleUpdate={"RuleName": self.rule, "FixedRate": rate}
+            with map_client_errors(f"sampling rule {self.rule}", answers=_unsupported) as call:
+                self.xray.update_sampling_rule(
+                    SamplingRuleUpdate={"RuleName": self.rule, "FixedRate": rate}
+                )
+        except (StepcrawlError, BotoCoreError) as error:
+            # Mapped AWS errors, and botocore's errors the mapping leaves as they are (a stub,
+            # a bug): never raised, the rate is tried again on the next tick.
+            logger.warning("sampling rule %s not set to %s: %s", self.rule, rate, error)
+            return "failed"
+        if call.answered is not None:
+            unsupported = call.answered
+            self._tell_once(
+                f"the endpoint has no X-Ray sampling rules ({error_code(unsupported)}: "
+                f"{unsupported})"
             )
-        except ClientError as error:
-            code = str(error.response.get("Error", {}).get("Code", ""))
-            status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-            if code in _UNSUPPORTED or status == 404:
-                _tell_once(f"the endpoint has no X-Ray sampling rules ({code}: {error})")
-                return "skipped"
-            logger.warning("sampling rule %s not set to %s: %s", self.rule, rate, error)
-            return "failed"
-        except BotoCoreError as error:
-            logger.warning("sampling rule %s not set to %s: %s", self.rule, rate, error)
-            return "failed"
+            return "skipped"
         logger.info("sampling rule %s set to FixedRate %s", self.rule, rate)
         return "set"
 
@@ -264,29 +270,32 @@ def shedding_from_env(environ: Mapping[str, str], tick: float | None = None) -> 
 
 
 def scale_from_env(
-    environ: Mapping[str, str], event: ScalerEvent, *, now: float, emit: Emit | None = None
+    env: ScalerEnvironment,
+    event: ScalerEvent,
+    *,
+    now: float,
+    emit: Emit | None = None,
+    told: set[str] | None = None,
 ) -> ScalerRun:
-    """One tick of the scaler with the stack's resources (the handler's one call)."""
-    missing = [name for name in _REQUIRED if not environ.get(name)]
-    if missing:
-        raise ConfigError(
-            f"environment variable(s) {', '.join(missing)} not set (the stack sets them)"
-        )
+    """One tick of the scaler with the stack's resources (``env``, read by the handler:
+    the handler's one call); ``told`` is the container's record of what its sampling rule
+    already logged once."""
     platform = AwsPlatform(
         sqs=boto3.client("sqs"),
         cloudwatch=boto3.client("cloudwatch"),
         lambda_client=boto3.client("lambda"),
-        queue_urls={FETCH: environ[ENV_FETCH_QUEUE_URL], PARSE: environ[ENV_PARSE_QUEUE_URL]},
-        mappings={FETCH: environ[ENV_FETCH_MAPPING], PARSE: environ[ENV_PARSE_MAPPING]},
+        queue_urls={FETCH: env.fetch_queue_url, PARSE: env.parse_queue_url},
+        mappings={FETCH: env.fetch_mapping, PARSE: env.parse_mapping},
     )
+    settings = {ENV_SCALER: env.scaler_settings}
     return run_scaler(
-        DynamoTable(environ[ENV_TABLE]),
+        DynamoTable(env.table),
         platform,
-        settings_from_env(environ, event.tick),
+        settings_from_env(settings, event.tick),
         now=now,
-        deployed_window=CrawlConfig.from_env(environ).window,
+        deployed_window=CrawlConfig.from_env(env.variables()).window,
         fetch_batch_size=platform.batch_size(FETCH),
         emit=emit,
-        shedding=shedding_from_env(environ, event.tick),
-        sampling=XRaySampling(boto3.client("xray"), environ.get(ENV_SAMPLING_RULE) or None),
+        shedding=shedding_from_env(settings, event.tick),
+        sampling=XRaySampling(boto3.client("xray"), env.sampling_rule, told=told),
     )

@@ -13,9 +13,10 @@ the next tick from the same memory, and setting the same concurrency twice is ha
 Every decision is logged with its inputs and counted as metrics (names in
 :mod:`stepcrawl.names`).
 
-The fetch tick also decides the **telemetry level** (:mod:`stepcrawl.scaling.shedding`) from
+The fetch tick also decides the **telemetry level** (:mod:`stepcrawl.telemetry.shedding`) from
 fetch's error and throttle ratios, keeps it on the same item (the functions read it through
-:class:`TelemetryCache` and set their log levels, :func:`stepcrawl.runtime.apply_telemetry`),
+:class:`~stepcrawl.telemetry.levels.TelemetryCache` and set their log levels,
+:func:`stepcrawl.runtime.apply_telemetry`),
 and when it changes sets the stage's X-Ray sampling rule to the level's rate (a
 :class:`SamplingRule`), before the item is written, for the same reason as the mapping.
 """
@@ -23,13 +24,11 @@ and when it changes sets the stage's X-Ray sampling rule to the level's rate (a
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Final, Literal, Protocol
 
 from stepcrawl.crawl.window import frontier_backlog
-from stepcrawl.keys import scaler_key
 from stepcrawl.names import (
     METRIC_CONCURRENCY,
     METRIC_FEED_WINDOW,
@@ -45,7 +44,10 @@ from stepcrawl.scaling.policy import (
     Signals,
     decide,
 )
-from stepcrawl.scaling.shedding import (
+from stepcrawl.scaling.signals import Platform, measure
+from stepcrawl.storage import Table
+from stepcrawl.table_keys import scaler_key
+from stepcrawl.telemetry.shedding import (
     SheddingDecision,
     SheddingSettings,
     SheddingState,
@@ -53,20 +55,15 @@ from stepcrawl.scaling.shedding import (
     decide_level,
     pressure,
 )
-from stepcrawl.scaling.signals import Platform, measure
-from stepcrawl.storage import Table
 
 __all__ = [
     "SCALER_FUNCTION",
-    "TELEMETRY_TTL",
     "WINDOW_BATCHES",
     "Emit",
     "SamplingOutcome",
     "SamplingRule",
     "ScalerRun",
-    "TelemetryCache",
     "feed_window",
-    "read_telemetry",
     "run_scaler",
 ]
 
@@ -76,9 +73,6 @@ logger = logging.getLogger("stepcrawl.scaler")
 SCALER_FUNCTION: Final = "scaler"
 #: Fetch batches the window holds per concurrent fetch invocation: one being taken, one ready.
 WINDOW_BATCHES: Final = 2
-#: Seconds a container keeps the telemetry level it read: the level changes after 30 s of
-#: trouble at the earliest, so a container follows it within a minute for one read per 30 s.
-TELEMETRY_TTL: Final = 30.0
 _DIRECTIONS: Final = {-1: "down", 0: "hold", 1: "up"}
 
 #: emit(metric name, value, dimensions)
@@ -119,34 +113,6 @@ class ScalerRun:
 
 def feed_window(concurrency: int, batch_size: int, floor: int) -> int:
     return max(floor, concurrency * batch_size * WINDOW_BATCHES)
-
-
-def read_telemetry(table: Table) -> TelemetryLevel:
-    """The telemetry level the scaler set last (full while no scaler has decided one)."""
-    return SheddingState.of(table.get(scaler_key(FETCH), consistent=False)).level
-
-
-class TelemetryCache:
-    """The level a container's functions log at: the scaler's last one, re-read at most
-    every :data:`TELEMETRY_TTL` seconds. A failed read keeps the last level: telemetry is
-    not worth failing a batch over."""
-
-    def __init__(self, table: Table, clock: Callable[[], float]) -> None:
-        self.table, self.clock = table, clock
-        self._value = TelemetryLevel.FULL
-        self._read_at: float | None = None
-        self._lock = threading.Lock()
-
-    def __call__(self) -> TelemetryLevel:
-        with self._lock:
-            now = self.clock()
-            if self._read_at is None or now - self._read_at >= TELEMETRY_TTL:
-                self._read_at = now
-                try:
-                    self._value = read_telemetry(self.table)
-                except Exception:  # noqa: BLE001 - keep the last level, try again after the TTL
-                    logger.warning("telemetry level not read; keeping %s", self._value.value)
-            return self._value
 
 
 def _shed(

@@ -5,7 +5,7 @@ One entry per metric (the names are the ``METRIC_*`` constants of :mod:`stepcraw
 its unit, the statistic to read it with, the functions that print it (their ``service``
 dimension), its dimension sets, what it means and what to do when it moves. The library, the
 stack (dashboards, alarms) and the tests read this list; ``docs/operations.md`` holds it as a
-table (``python -m stepcrawl.telemetry.catalogue`` prints it), and
+table (``python -m stepcrawl.telemetry.catalogue_table`` prints it), and
 ``tests/unit/test_metric_catalogue.py`` fails when a name is emitted but not here, or here but
 never emitted.
 
@@ -15,14 +15,9 @@ deployment, and small fixed value sets (status class, a bounded set of status co
 class, breaker state). Never a URL, a host or a run id: each distinct set of dimension values
 is a custom metric CloudWatch bills by the month.
 
-**Emitting**: ``services.metric(METRIC_X, value, pipeline=..., task=...)`` (a
-:class:`MetricSink`) takes a count, or a list of samples (latencies), with exactly the
-dimensions the entry declares. :class:`MetricRecorder` checks that and aggregates: counters
-are summed and samples kept per (name, dimension values) until :meth:`MetricRecorder.drain`,
-so a batch of pages costs one value per metric and dimension set, not one per page. On Lambda
-the handler's ``@log_metrics`` (:mod:`stepcrawl.runtime`) drains the container's recorder at
-the end of each invocation into one EMF line per set of dimension values; elsewhere (tests,
-the in-memory runner) the recorder just keeps them.
+**Emitting** is :mod:`~stepcrawl.telemetry.recorder`'s (every call checked against this
+list, and aggregated), printing it :mod:`~stepcrawl.telemetry.emf`'s, and the table in the
+docs :mod:`~stepcrawl.telemetry.catalogue_table`'s: this module is the list alone.
 
 A metric with several dimension sets is printed once with all of them (EMF's ``Dimensions``
 is a list of sets): CloudWatch then keeps one series per set, e.g. ``PagesFetched`` by
@@ -31,10 +26,9 @@ is a list of sets): CloudWatch then keeps one series per set, e.g. ``PagesFetche
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Final, Literal, Protocol
+from typing import Final, Literal
 
 from stepcrawl import names
 
@@ -47,12 +41,8 @@ __all__ = [
     "STATUS_CLASSES",
     "STATUS_CODES",
     "Dimension",
-    "MetricRecorder",
-    "MetricSink",
     "MetricSpec",
-    "Recorded",
     "failure_class",
-    "markdown_table",
     "status_class",
     "status_code",
 ]
@@ -60,8 +50,9 @@ __all__ = [
 Unit = Literal["Count", "Milliseconds", "None"]
 Statistic = Literal["Sum", "Maximum", "Average", "p95"]
 
-#: The functions that print metrics (their ``service`` dimension).
-FUNCTIONS: Final = ("dispatch", "fetch", "parse", "sweeper", "scaler")
+#: The functions that print metrics (their ``service`` dimension). render runs the fetch stage
+#: for ``render: browser`` pages, so it prints what fetch prints, under its own name.
+FUNCTIONS: Final = ("dispatch", "fetch", "render", "parse", "sweeper", "scaler")
 
 #: The status classes of ``PagesByStatusClass`` (``none``: no response at all).
 STATUS_CLASSES: Final = ("2xx", "3xx", "4xx", "5xx", "other", "none")
@@ -149,6 +140,8 @@ def _spec(
 
 
 _BY_TASK: Final = (_TASK, ())  # per task, and the function's total
+#: The functions that run the fetch stage (crawl/fetch_stage.py): fetch, and render.
+_FETCH_STAGE: Final = ("fetch", "render")
 
 #: Every metric stepcrawl emits (namespace :data:`~stepcrawl.names.METRICS_NAMESPACE`).
 CATALOGUE: Final[tuple[MetricSpec, ...]] = (
@@ -157,7 +150,7 @@ CATALOGUE: Final[tuple[MetricSpec, ...]] = (
         names.METRIC_PAGES_FETCHED,
         "Count",
         "Sum",
-        ("fetch",),
+        _FETCH_STAGE,
         _BY_TASK,
         "fetch attempts that got an outcome (every attempt, retries included); the scaler "
         "reads it (service alone) as fetch's QPS",
@@ -168,7 +161,7 @@ CATALOGUE: Final[tuple[MetricSpec, ...]] = (
         names.METRIC_FETCH_THROTTLED,
         "Count",
         "Sum",
-        ("fetch",),
+        _FETCH_STAGE,
         _BY_TASK,
         "attempts answered 429/503 or with Retry-After; the scaler backs off on its ratio",
         "a rising ratio to PagesFetched: the target pushes back; lower qps_high or the "
@@ -178,7 +171,7 @@ CATALOGUE: Final[tuple[MetricSpec, ...]] = (
         names.METRIC_FETCH_ERRORS,
         "Count",
         "Sum",
-        ("fetch",),
+        _FETCH_STAGE,
         _BY_TASK,
         "attempts that failed transiently (5xx, timeouts, connection errors); the scaler "
         "backs off on its ratio",
@@ -188,7 +181,7 @@ CATALOGUE: Final[tuple[MetricSpec, ...]] = (
         names.METRIC_FETCH_LATENCY,
         "Milliseconds",
         "p95",
-        ("fetch",),
+        _FETCH_STAGE,
         _BY_TASK,
         "time of each attempt (all redirects, not robots.txt), one sample per URL",
         "p95 up: a slow target; more concurrency will not help; timeouts follow",
@@ -197,7 +190,7 @@ CATALOGUE: Final[tuple[MetricSpec, ...]] = (
         names.METRIC_PAGES_BY_STATUS_CLASS,
         "Count",
         "Sum",
-        ("fetch",),
+        _FETCH_STAGE,
         (("pipeline", "task", "status_class"), ("status_class",)),
         "attempts by the response's status class (none: no response)",
         "4xx up: the task's links or rules point at missing pages; 5xx or none up: the "
@@ -207,7 +200,7 @@ CATALOGUE: Final[tuple[MetricSpec, ...]] = (
         names.METRIC_PAGES_BY_STATUS,
         "Count",
         "Sum",
-        ("fetch",),
+        _FETCH_STAGE,
         (("status",),),
         "attempts by status code (a bounded set; other codes: other); all tasks together",
         "which code moved, when PagesByStatusClass did (403: blocked? 429: throttled)",
@@ -216,7 +209,7 @@ CATALOGUE: Final[tuple[MetricSpec, ...]] = (
         names.METRIC_FETCH_RETRIES,
         "Count",
         "Sum",
-        ("fetch",),
+        _FETCH_STAGE,
         (("pipeline", "task", "class"), ("class",)),
         "URLs sent back for another attempt (class transient or throttle)",
         "high against PagesFetched: the target fails often; PagesFailed follows once "
@@ -226,7 +219,7 @@ CATALOGUE: Final[tuple[MetricSpec, ...]] = (
         names.METRIC_FETCH_DEFERRED,
         "Count",
         "Sum",
-        ("fetch",),
+        _FETCH_STAGE,
         _BY_TASK,
         "URLs the fetch stage put back unfetched: their host paused (Retry-After) or its "
         "breaker not closed",
@@ -237,7 +230,7 @@ CATALOGUE: Final[tuple[MetricSpec, ...]] = (
         names.METRIC_BREAKER_TRANSITIONS,
         "Count",
         "Sum",
-        ("fetch",),
+        _FETCH_STAGE,
         (("to",), ()),
         "per-host circuit breaker changes caused by fetch outcomes (to: open, closed); the "
         "scaler reads the total",
@@ -248,7 +241,7 @@ CATALOGUE: Final[tuple[MetricSpec, ...]] = (
         names.METRIC_BREAKER_OPEN_HOSTS,
         "Count",
         "Maximum",
-        ("fetch",),
+        _FETCH_STAGE,
         ((),),
         "hosts of a fetch batch whose breaker was open or half-open (a sample per batch: the "
         "Maximum is a lower bound of the hosts held back)",
@@ -258,7 +251,7 @@ CATALOGUE: Final[tuple[MetricSpec, ...]] = (
         names.METRIC_MESSAGES_FAILED,
         "Count",
         "Sum",
-        ("fetch", "parse"),
+        (*_FETCH_STAGE, "parse"),
         ((),),
         "SQS messages a batch handed back (partial batch response): SQS redelivers them, then "
         "moves them to the dead-letter queue",
@@ -493,110 +486,3 @@ def status_code(status: int | None) -> str:
 def failure_class(failure: str) -> str:
     """The ``class`` dimension of a failure class."""
     return failure if failure in FAILURE_CLASSES else "other"
-
-
-class MetricSink(Protocol):
-    """``metric(name, value, **dimensions)``: a count, or samples (an iterable of values)."""
-
-    def __call__(
-        self, name: str, value: float | Iterable[float] = 1.0, /, **dimensions: str
-    ) -> None: ...
-
-
-@dataclass(frozen=True)
-class Recorded:
-    """What a recorder holds for one metric and set of dimension values."""
-
-    spec: MetricSpec
-    dimensions: tuple[tuple[str, str], ...]
-    values: tuple[float, ...]  # one sum for a counter, every sample otherwise
-
-
-class MetricRecorder:
-    """A :class:`MetricSink` that checks each call against the catalogue and aggregates.
-
-    A name not in :data:`CATALOGUE`, dimensions other than the entry's, or a value outside a
-    dimension's set raise ``ValueError``: the tests, which run every stage on this recorder,
-    catch a metric that would be wrong on AWS. Thread-safe.
-    """
-
-    def __init__(self, *, max_samples: int = 10_000) -> None:
-        #: Samples held per metric and dimension values between drains: a recorder nobody
-        #: drains (the in-memory runner's, over a long benchmark) stays bounded; the totals
-        #: still count every value. A Lambda invocation holds far fewer.
-        self.max_samples = max_samples
-        self._lock = threading.Lock()
-        self._held: dict[tuple[str, tuple[tuple[str, str], ...]], list[float]] = {}
-        #: Everything recorded since creation (drains do not reset it), for tests.
-        self._totals: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
-
-    def __call__(
-        self, name: str, value: float | Iterable[float] = 1.0, /, **dimensions: str
-    ) -> None:
-        spec = BY_NAME.get(name)
-        if spec is None:
-            raise ValueError(f"metric {name!r} is not in the catalogue (telemetry/catalogue.py)")
-        if set(dimensions) != spec.keys:
-            raise ValueError(
-                f"metric {name} takes dimensions {sorted(spec.keys)}, not {sorted(dimensions)}"
-            )
-        for key, given in dimensions.items():
-            allowed = DIMENSIONS[key].values
-            if not given or (allowed is not None and given not in allowed):
-                raise ValueError(f"metric {name}: {key}={given!r} is not one of {allowed}")
-        values = [float(value)] if isinstance(value, int | float) else [float(v) for v in value]
-        if not values:
-            return
-        held = (name, tuple(sorted(dimensions.items())))
-        with self._lock:
-            self._totals[held] = self._totals.get(held, 0.0) + sum(values)
-            if spec.summed:
-                current = self._held.setdefault(held, [0.0])
-                current[0] += sum(values)
-            else:
-                samples = self._held.setdefault(held, [])
-                samples.extend(values[: max(0, self.max_samples - len(samples))])
-
-    def drain(self) -> list[Recorded]:
-        """What was recorded since the last drain, and forget it."""
-        with self._lock:
-            held, self._held = self._held, {}
-        return [
-            Recorded(BY_NAME[name], dimensions, tuple(values))
-            for (name, dimensions), values in held.items()
-        ]
-
-    def names(self) -> set[str]:
-        """Every metric name recorded so far."""
-        with self._lock:
-            return {name for name, _ in self._totals}
-
-    def total(self, name: str, **dimensions: str) -> float:
-        """The sum of what ``name`` recorded so far, over the dimension values matching
-        ``dimensions`` (all of them if none are given)."""
-        wanted = set(dimensions.items())
-        with self._lock:
-            return sum(
-                value
-                for (held, dims), value in self._totals.items()
-                if held == name and wanted <= set(dims)
-            )
-
-
-def markdown_table(catalogue: Iterable[MetricSpec] = CATALOGUE) -> str:
-    """The catalogue as docs/operations.md holds it."""
-    rows = [
-        "| metric | unit | statistic | emitted by | dimension sets | meaning | when it moves |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for spec in catalogue:
-        sets = "; ".join(f"`{', '.join(('service', *dims))}`" for dims in spec.dimensions)
-        rows.append(
-            f"| `{spec.name}` | {spec.unit} | {spec.statistic} | {', '.join(spec.emitted_by)} "
-            f"| {sets} | {spec.meaning} | {spec.action} |"
-        )
-    return "\n".join(rows) + "\n"
-
-
-if __name__ == "__main__":  # pragma: no cover - prints the table for docs/operations.md
-    print(markdown_table(), end="")  # noqa: T201

@@ -11,10 +11,11 @@ extracting and committing a parse batch. Where tracing is off (locally, tests, o
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, Protocol
+
+from stepcrawl.environment import PlatformEnvironment
 
 __all__ = ["Span", "span", "tracing_enabled"]
 
@@ -49,9 +50,7 @@ class _XRay:
 
 def tracing_enabled(environ: Mapping[str, str] | None = None) -> bool:
     """On Lambda (its function name is set) unless Powertools' switch turns tracing off."""
-    env = os.environ if environ is None else environ
-    disabled = env.get("POWERTOOLS_TRACE_DISABLED", "").lower() in {"1", "true"}
-    return "AWS_LAMBDA_FUNCTION_NAME" in env and not disabled
+    return PlatformEnvironment.read(environ).tracing
 
 
 @contextmanager

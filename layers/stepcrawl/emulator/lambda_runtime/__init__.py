@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from stepcrawl.emulator.lambda_runtime.chaos import Chaos
 from stepcrawl.emulator.lambda_runtime.containers import load_handler
-from stepcrawl.emulator.lambda_runtime.runtime import LambdaRuntime
+from stepcrawl.emulator.lambda_runtime.service import LambdaRuntime
 from stepcrawl.emulator.lambda_runtime.specs import FunctionSpec, MappingSpec
 from stepcrawl.emulator.lambda_runtime.sqs_event import LambdaContext, sqs_event
 from stepcrawl.emulator.lambda_runtime.stats import MappingCounts, MappingStats

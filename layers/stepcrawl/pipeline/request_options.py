@@ -280,7 +280,7 @@ def cookie_header(cookies: Mapping[str, str]) -> str:
 def check_request_keys(headers: Mapping[str, str], cookies: Mapping[str, str]) -> None:
     """The checks that need both keys: one way to send cookies, and the request head's size.
 
-    (A proxy with browser rendering is refused by pipeline/render_keys.py.)"""
+    (A proxy with browser rendering is refused by pipeline/render_options.py.)"""
     if cookies and any(name.lower() == "cookie" for name in headers):
         raise config_error(
             "cookies",

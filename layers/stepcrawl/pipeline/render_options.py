@@ -23,7 +23,7 @@ from pydantic import AfterValidator, WithJsonSchema
 from stepcrawl.pipeline.types import _check_css, config_error
 
 if TYPE_CHECKING:
-    from stepcrawl.pipeline.models import ExtractRule
+    from stepcrawl.pipeline.crawl_rules import ExtractRule
 
 __all__ = [
     "DEFAULT_RENDER_TIMEOUT",

@@ -1,18 +1,14 @@
-"""Commands that run pipelines: locally (run, demo, serve) and on a stack (start ... cancel,
-failures, redrive, redrive-dlq).
+"""Commands on a deployed stack: start, status, items, cancel, failures, redrive, redrive-dlq.
 
-The commands on a stack find everything from its outputs
-(:class:`~stepcrawl.deployment.Deployment`): on AWS with the usual credentials, locally with
-the environment ``stepcrawl serve`` prints. Same code path either way.
+They find everything from the stack's outputs (:class:`~stepcrawl.deployment.Deployment`):
+on AWS with the usual credentials, locally with the environment ``stepcrawl serve`` prints.
+Same code path either way.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import sys
-import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -21,10 +17,10 @@ from rich.console import Console
 from rich.measure import Measurement
 from rich.table import Table
 
-from stepcrawl.cli import EXIT_INVALID, OutputFormat, _load_or_exit, _or_exit, app, err, out
+from stepcrawl.cli import EXIT_INVALID, OutputFormat, _or_exit, app, err, out
+from stepcrawl.environment import TableEnvironment
 from stepcrawl.errors import ConfigError, InvalidPipelineError
 from stepcrawl.names import (
-    ENV_TABLE,
     OUTPUT_CONTROL_DLQ_URL,
     OUTPUT_CONTROL_QUEUE_URL,
     OUTPUT_FETCH_DLQ_URL,
@@ -36,13 +32,12 @@ from stepcrawl.names import (
 if TYPE_CHECKING:
     from stepcrawl.crawl.context import CrawlServices, StaticRegistry
     from stepcrawl.crawl.failures import Failure
-    from stepcrawl.demo import DemoSite
-    from stepcrawl.deployment import Deployment, RunStatus
+    from stepcrawl.deployment import Deployment
+    from stepcrawl.run_status import RunStatus
     from stepcrawl.storage import Table as StoredTable
 
-__all__: list[str] = []
+__all__ = ["DEFAULT_STAGE", "StageOption", "deployment_of", "print_table"]
 
-EXIT_INTERRUPTED = 130
 DEFAULT_STAGE = "dev"
 _STAGE_HELP = "The stack stepcrawl-<stage> (env STEPCRAWL_STAGE; `stepcrawl serve` uses local)."
 StageOption = Annotated[str, typer.Option("--stage", envvar="STEPCRAWL_STAGE", help=_STAGE_HELP)]
@@ -65,204 +60,6 @@ _QUEUES = {
 }
 #: Wider than any table row: the bound when measuring a table's natural width.
 _UNBOUNDED_WIDTH = 10_000
-OutOption = Annotated[Path, typer.Option("--out", "-o", help="Where to write the results.")]
-AlertsOption = Annotated[
-    Path | None,
-    typer.Option(
-        "--alerts",
-        help="Alert channels (a JSON channel object or list, as in docs/alerts.md): the "
-        "alarms' and failed runs' alerts are posted to them (docs/local.md).",
-    ),
-]
-
-
-@app.command()
-def run(
-    pipeline_file: Annotated[Path, typer.Argument(help="The pipeline file.")],
-    out_dir: OutOption = Path("out/run"),
-    run_id: Annotated[
-        str | None, typer.Option("--run-id", help="The run's name (default: time-based).")
-    ] = None,
-    alerts: AlertsOption = None,
-    state: Annotated[
-        Path | None,
-        typer.Option(
-            "--state",
-            help="Keep incremental tasks' page states in this file between runs: read before "
-            "the run (when it exists), written after it; the next run is then a recrawl "
-            "(docs/pipelines.md, Incremental recrawls).",
-        ),
-    ] = None,
-) -> None:
-    """Run a pipeline on the local cloud (the stack deployed into an embedded emulator).
-
-    Shows live progress, then writes OUT/items/<task>.jsonl, OUT/failures.jsonl,
-    OUT/report.json and OUT/logs/functions.log. Exit code 0 when the run succeeded, 1 when
-    it failed, 2 when the pipeline is invalid, 130 when interrupted (Ctrl-C).
-    """
-    from stepcrawl.deployment import new_run_id  # noqa: PLC0415 - heavy imports
-    from stepcrawl.emulator.alarms import read_alert_channels  # noqa: PLC0415
-    from stepcrawl.local.runner import run_local  # noqa: PLC0415
-
-    pipeline = _load_or_exit(pipeline_file)
-    channels = None if alerts is None else _or_exit(lambda: read_alert_channels(alerts))
-    result = _or_exit(
-        lambda: run_local(
-            pipeline,
-            out_dir,
-            run_id or new_run_id(),
-            source=pipeline_file,
-            console=err,
-            alerts=channels,
-            state=state,
-        )
-    )
-    _summary(result.report, out_dir)
-    if result.interrupted:
-        err.print(f"[yellow]interrupted: the run was stopped; partial results in {out_dir}/[/]")
-        raise typer.Exit(EXIT_INTERRUPTED)
-    if not result.ok:
-        failed = result.status.failed_task
-        what = f"task {failed} failed" if failed else f"the run ended {result.status.status}"
-        detail = [d for d in (result.report.get("error"), result.status.cause) if d]
-        err.print(f"[red]{what}: {' - '.join(detail)}[/red]", soft_wrap=True)
-        raise typer.Exit(1)
-
-
-@app.command()
-def demo(out_dir: OutOption = Path("out/demo")) -> None:
-    """Crawl the bundled demo shop (served on 127.0.0.1) with the bundled demo pipeline.
-
-    Runs on the local cloud like `stepcrawl run`, then checks the export against the shop's
-    catalogue.
-    """
-    from stepcrawl.local.demo import run_demo  # noqa: PLC0415 - heavy imports
-
-    try:
-        result, exact = _or_exit(lambda: run_demo(out_dir, console=err))
-    except KeyboardInterrupt:
-        err.print(f"[yellow]interrupted; partial results in {out_dir}/[/]")
-        raise typer.Exit(EXIT_INTERRUPTED) from None
-    _summary(result.report, out_dir)
-    if exact:
-        out.print("[green]✓ the export holds exactly the shop's products[/green]")
-    else:
-        err.print("[red]✗ the export differs from the shop's products[/red]")
-    if not (result.ok and exact):
-        raise typer.Exit(1)
-
-
-@app.command()
-def serve(
-    paths: Annotated[
-        list[Path] | None,
-        typer.Argument(help="Pipeline files or directories (default: pipelines/)."),
-    ] = None,
-    stage: Annotated[str, typer.Option("--stage", help="The local stack's stage.")] = "local",
-    alerts: AlertsOption = None,
-    metrics_port: Annotated[
-        int | None,
-        typer.Option(
-            "--metrics-port",
-            min=0,
-            max=65535,
-            show_default="9464, or a free port if taken",
-            help="Serve Prometheus metrics on http://127.0.0.1:PORT/metrics (0: a free port).",
-        ),
-    ] = None,
-    console_port: Annotated[
-        int | None,
-        typer.Option(
-            "--console-port",
-            min=0,
-            max=65535,
-            show_default="8780, or a free port if taken",
-            help="Serve the console (docs/console.md) on http://127.0.0.1:PORT/ (0: a free port).",
-        ),
-    ] = None,
-    console: Annotated[
-        bool, typer.Option("--console/--no-console", help="Serve the console.")
-    ] = True,
-    probe_interval: Annotated[
-        int,
-        typer.Option(
-            "--probe-interval", min=250, help="The console's default live-topology probe (ms)."
-        ),
-    ] = 2000,
-    demo_site: Annotated[
-        bool,
-        typer.Option(
-            "--demo-site",
-            help="Also serve the bundled demo shop on 127.0.0.1:8765, the site "
-            "pipelines/demo-shop.yaml crawls.",
-        ),
-    ] = False,
-) -> None:
-    """Keep a local cloud up: the stack deployed, functions polling, schedules firing.
-
-    Prints the environment for the aws CLI, boto3 and `stepcrawl start/status/items/cancel/
-    failures/redrive` to use it, and the console's URL (with its access token). Ctrl-C stops
-    it (nothing is kept but the pipeline files the console saved, and their history).
-    """
-    from stepcrawl.console.api import ProbeSettings  # noqa: PLC0415 - heavy imports
-    from stepcrawl.console.local import console_for  # noqa: PLC0415
-    from stepcrawl.emulator.alarms import (  # noqa: PLC0415
-        alert_secret_name,
-        read_alert_channels,
-        store_alert_channels,
-    )
-    from stepcrawl.local.cloud import LocalCloud, synthesize  # noqa: PLC0415
-    from stepcrawl.local.prometheus import start_metrics_exporter  # noqa: PLC0415
-    from stepcrawl.local.runner import staged_pipelines  # noqa: PLC0415
-    from stepcrawl.pipeline import discover  # noqa: PLC0415
-
-    found = [(_load_or_exit(path), path) for path in discover(paths or [Path("pipelines")])]
-    channels = None if alerts is None else _or_exit(lambda: read_alert_channels(alerts))
-    secrets = None if channels is None else [alert_secret_name(stage)]
-    with staged_pipelines(found) as directory:
-        with err.status("synthesizing the stack and deploying it locally ..."):
-            template = _or_exit(lambda: synthesize(directory, stage=stage, alert_secrets=secrets))
-            cloud = LocalCloud(
-                template, directory, stage=stage, log_path=Path("out/serve/functions.log")
-            )
-            cloud.start()
-            if channels is not None:
-                secretsmanager = cloud.emulator.client("secretsmanager")
-                store_alert_channels(secretsmanager, alert_secret_name(stage), channels)
-        with contextlib.ExitStack() as running:
-            running.enter_context(cloud)
-            metrics = running.enter_context(
-                _or_exit(lambda: start_metrics_exporter(cloud, metrics_port))
-            )
-            if demo_site:
-                running.callback(_or_exit(_demo_site).stop)
-            editor = None
-            if console:
-                settings = _or_exit(lambda: ProbeSettings(interval_ms=probe_interval))
-                editor = running.enter_context(
-                    _or_exit(
-                        lambda: console_for(
-                            cloud, paths or [Path("pipelines")], port=console_port, probe=settings
-                        )
-                    )
-                )
-            names = ", ".join(p.name for p, _ in found) or "none"
-            err.print(
-                f"[green]local cloud up[/green] (stack stepcrawl-{stage}; pipelines: {names})"
-            )
-            if editor is not None:
-                err.print(f"console: {editor.url}", soft_wrap=True, highlight=False)
-            err.print("functions log to out/serve/functions.log; in another shell:")
-            for key, value in cloud.environment().items():
-                out.print(f"export {key}={value}")
-            out.print(f"export STEPCRAWL_METRICS_URL={metrics.url}")  # Prometheus' /metrics
-            if editor is not None:
-                out.print(f"export STEPCRAWL_CONSOLE_URL={editor.url}", soft_wrap=True)
-            sys.stdout.flush()
-            try:
-                threading.Event().wait()
-            except KeyboardInterrupt:
-                err.print("stopped")
 
 
 @app.command()
@@ -273,9 +70,9 @@ def start(
     wait: Annotated[bool, typer.Option("--wait", help="Follow it until it ends.")] = False,
 ) -> None:
     """Start a run of a deployed pipeline (an execution of its state machine)."""
-    from stepcrawl.deployment import new_run_id  # noqa: PLC0415 - boto3
+    from stepcrawl.run_status import new_run_id  # noqa: PLC0415 - boto3
 
-    deployment = _deployment(stage)
+    deployment = deployment_of(stage)
     run_name = run_id or new_run_id()
     arn = _or_exit(lambda: deployment.start(pipeline, run_name))
     out.print(run_name)
@@ -294,7 +91,7 @@ def status(
     """A run's state and, per task, its progress. Exit 1 if the run failed."""
     from stepcrawl.local.progress import status_table  # noqa: PLC0415
 
-    deployment = _deployment(stage)
+    deployment = deployment_of(stage)
     found = _follow(deployment, run_name) if wait else _or_exit(lambda: deployment.status(run_name))
     waiting = _waiting(deployment, found)
     dead_letters = _or_exit(deployment.dead_letters)
@@ -323,7 +120,7 @@ def status(
             )
         )
     else:
-        _print_table(status_table(found))
+        print_table(status_table(found))
         for task_id, reasons in waiting.items():
             if reasons:
                 listed = ", ".join(f"{n} for {reason}" for reason, n in reasons.items())
@@ -370,7 +167,7 @@ def items(
     stage: StageOption = "dev",
 ) -> None:
     """A run's items as JSON lines on standard output."""
-    deployment = _deployment(stage)
+    deployment = deployment_of(stage)
     pipeline, _ = _or_exit(lambda: deployment.execution_arn(run_name))
     tasks = deployment.tasks(pipeline)
     consumed = {i for t in tasks.values() for i in t.inputs}
@@ -397,7 +194,7 @@ def cancel(
     stage: StageOption = "dev",
 ) -> None:
     """Stop a running run (its execution ends ABORTED; in-flight pages are dropped)."""
-    deployment = _deployment(stage)
+    deployment = deployment_of(stage)
     before = _or_exit(lambda: deployment.cancel(run_name))
     if before == "RUNNING":
         out.print(f"run {run_name} stopped")
@@ -430,11 +227,11 @@ def failures(
     groups = Table("task", "class", "host", "URLs")
     for (task_id, failure_class, failure_host), n in sorted(group_failures(found).items()):
         groups.add_row(task_id, failure_class, failure_host, str(n))
-    _print_table(groups)
+    print_table(groups)
     details = Table("url", "class", "status", "attempts", "last error")
     for f in found:
         details.add_row(f.url, f.cls, str(f.status or ""), str(f.attempts), f.reason)
-    _print_table(details)
+    print_table(details)
 
 
 @app.command()
@@ -482,7 +279,7 @@ def redrive_dlq(
     from stepcrawl.storage.aws import SqsQueue  # noqa: PLC0415 - boto3 only here
 
     if queue in _QUEUES and to is None:
-        deployment = _deployment(stage)
+        deployment = deployment_of(stage)
         dead_letters_output, source_output = _QUEUES[queue]
         dead_letters = _or_exit(lambda: deployment.queue(dead_letters_output))
         target = _or_exit(lambda: deployment.output(source_output))
@@ -499,17 +296,7 @@ def redrive_dlq(
     out.print(f"moved {moved} message(s) from {dead_letters.url} to {target}")
 
 
-def _demo_site() -> DemoSite:
-    """The demo shop, started on the port the bundled demo pipeline crawls."""
-    from stepcrawl.demo import DEMO_PORT, DemoSite  # noqa: PLC0415
-
-    try:
-        return DemoSite(port=DEMO_PORT).start()
-    except OSError as exc:
-        raise ConfigError(f"cannot serve the demo shop on port {DEMO_PORT}: {exc}") from None
-
-
-def _deployment(stage: str) -> Deployment:
+def deployment_of(stage: str) -> Deployment:
     from stepcrawl.deployment import Deployment  # noqa: PLC0415 - boto3
 
     return _or_exit(lambda: Deployment(stage))
@@ -520,7 +307,13 @@ def _functions_environment(stage: str | None) -> bool:
     URLs, ...) instead of the stack's outputs: only when it is set and no stage was chosen,
     so that inside a function's shell (or a test setting it) they still work, and a chosen
     stack always wins over a stray variable."""
-    return stage is None and bool(os.environ.get(ENV_TABLE))
+    if stage is not None:
+        return False
+    try:
+        TableEnvironment.read()
+    except ConfigError:
+        return False
+    return True
 
 
 def _failures_table(stage: str | None) -> StoredTable:
@@ -528,7 +321,7 @@ def _failures_table(stage: str | None) -> StoredTable:
         from stepcrawl.runtime import table_from_env  # noqa: PLC0415
 
         return table_from_env()
-    return _deployment(stage or DEFAULT_STAGE).table
+    return deployment_of(stage or DEFAULT_STAGE).table
 
 
 def _crawl_services(stage: str | None, pipelines: Path) -> CrawlServices:
@@ -536,7 +329,7 @@ def _crawl_services(stage: str | None, pipelines: Path) -> CrawlServices:
         from stepcrawl.runtime import services_from_env  # noqa: PLC0415
 
         return services_from_env()
-    return _deployment(stage or DEFAULT_STAGE).crawl_services(_pipeline_files(pipelines))
+    return deployment_of(stage or DEFAULT_STAGE).crawl_services(_pipeline_files(pipelines))
 
 
 def _pipeline_files(path: Path) -> StaticRegistry:
@@ -571,7 +364,7 @@ def _check_pipelines(services: CrawlServices, run_name: str, found: list[Failure
             ) from None
 
 
-def _print_table(table: Table, console: Console = out) -> None:
+def print_table(table: Table, console: Console = out) -> None:
     """Print ``table`` as wide as a terminal, or, when not a terminal (a CI log, a pipe, a
     file), as wide as its content: such a console is 80 columns, and cutting task names,
     states and URLs there loses them, while nothing needs that output to fit a screen."""
@@ -586,26 +379,3 @@ def _follow(deployment: Deployment, run_name: str) -> RunStatus:
 
     with RunProgress(err) as progress:
         return deployment.wait(run_name, on_tick=progress.update)
-
-
-def _summary(report: dict[str, object], out_dir: Path) -> None:
-    table = Table("task", "type", "state", "items", "pages", "pages/s", "fetch p50/p95/p99 ms")
-    tasks = report["tasks"]
-    assert isinstance(tasks, dict)
-    for task_id, info in tasks.items():
-        fetch = info.get("fetch_ms") or {}
-        table.add_row(
-            task_id,
-            info["type"],
-            info["state"],
-            str(info["items"]),
-            str(info.get("pages", "")),
-            str(info.get("pages_per_second") or ""),
-            "/".join(str(fetch[k]) for k in ("p50", "p95", "p99")) if fetch else "",
-        )
-    _print_table(table)
-    out.print(
-        f"run {report['run']}: {report['status']} in {report['seconds']}s; "
-        f"{report['failures']} failed URL(s); results in {out_dir}/ "
-        "(items/, failures.jsonl, report.json, logs/)"
-    )

@@ -1,32 +1,10 @@
-"""Per-host circuit breaker, shared by every Lambda through the table.
+"""The breakers on the table: one item per host, batched reads, probe claims, outcomes.
 
-A host that keeps failing with transient errors is *opened*: the feeder stops sending its URLs
-(they wait in the backlog, they are not failed) until a recovery time has passed; then exactly
-one *probe* URL is let through at a time, and the host closes again after a few probes in a row
-succeed::
+:class:`BreakerBook` applies the state machine of :mod:`stepcrawl.breaker` to the hosts' items
+with conditional updates; the values it reads and returns are in
+:mod:`stepcrawl.breaker.state`.
 
-    closed ──N consecutive transient/throttle failures──▶ open (until = now + recovery)
-    open ──now ≥ until, one caller claims the probe slot──▶ half_open
-    half_open ──probe ok (slot freed for the next probe)──▶ half_open
-    half_open ──M-th probe ok in a row──▶ closed (count and recovery reset)
-    half_open ──probe transient/throttle──▶ open (recovery * backoff, capped at max_recovery)
-
-What each fetch outcome does:
-
-- ``transient`` and ``throttle`` are failures: a closed host counts them (``ADD``), a half-open
-  host reopens.
-- ``ok`` resets a closed host's count (a write only if the count is not already zero) and is a
-  probe success on a half-open host.
-- ``fatal`` neither counts nor resets: it is a verdict on the URL (404, robots, too large,
-  off-domain, SSRF guard), not on the host's health. A fatal probe leaves the slot claimed
-  until its lease lapses (``probe_lease``), then the next probe goes.
-- Outcomes on an *open* host (retries and URLs already in flight when it opened) are ignored,
-  at no cost when the caller passes the state it read; the probe outcome is what decides.
-
-Recovery is multiplied by ``backoff`` (2) on every failed probe, up to ``max_recovery``
-(15 min, SQS's longest delay); the next opening after a close starts again from ``recovery``.
-
-Storage and cost. One item per host (key: :func:`stepcrawl.keys.breaker_key`):
+Storage and cost. One item per host (key: :func:`stepcrawl.table_keys.breaker_key`):
 ``state``, ``failures``, ``successes``, ``opened_at``, ``down_since``, ``until``, ``recovery``,
 ``probe_owner``, ``probe_expires``, ``version`` and the TTL ``expires_at`` (7 days after the
 last write: a missing item is a healthy host, so expiry loses nothing). Writes happen only on
@@ -94,25 +72,22 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from stepcrawl.errors import ConfigError
-from stepcrawl.keys import breaker_key
-from stepcrawl.names import METRIC_BREAKER_TRANSITIONS
+from stepcrawl.breaker.state import (
+    Admission,
+    BreakerConfig,
+    BreakerState,
+    Outcome,
+    State,
+    Transition,
+)
 from stepcrawl.storage.protocols import Table
 from stepcrawl.storage.table import All, AnyOf, Cond, Condition, Item
+from stepcrawl.table_keys import breaker_key
 
-__all__ = [
-    "BREAKER_TTL",
-    "MAX_CONFLICTS",
-    "METRIC_BREAKER_TRANSITIONS",
-    "Admission",
-    "BreakerBook",
-    "BreakerConfig",
-    "BreakerState",
-    "Outcome",
-    "State",
-    "Transition",
-]
+__all__ = ["BREAKER_TTL", "MAX_CONFLICTS", "BreakerBook"]
 
+# The package's name, not this module's: the transitions have always been logged (and are
+# filtered, in docs/resilience.md and the tests) as ``stepcrawl.breaker``.
 logger = logging.getLogger("stepcrawl.breaker")
 
 #: Seconds after its last write that a breaker item expires (DynamoDB TTL on ``expires_at``).
@@ -121,10 +96,8 @@ BREAKER_TTL: Final = 7 * 86400
 #: How many times one outcome is re-applied after losing a conditional write to another caller.
 MAX_CONFLICTS: Final = 5
 
-State = Literal["closed", "open", "half_open"]
-#: The fetch outcomes (the same values as ``stepcrawl.fetch.classify.Outcome``, repeated so
-#: that the feeder does not import the fetch package).
-Outcome = Literal["ok", "transient", "throttle", "fatal"]
+#: What an outcome does to the count: ``fail`` counts (or reopens), ``ok`` resets (or is a probe
+#: success), ``None`` (fatal) is a verdict on the URL, not on the host, and does neither.
 _Kind = Literal["ok", "fail"]
 
 _KINDS: Final[Mapping[str, _Kind | None]] = {
@@ -134,137 +107,6 @@ _KINDS: Final[Mapping[str, _Kind | None]] = {
     "fatal": None,
 }
 _PROBE_ATTRS: Final = ("probe_owner", "probe_expires")
-
-
-@dataclass(frozen=True)
-class BreakerConfig:
-    """When a host opens, how long it stays open, and how it closes again."""
-
-    failures_to_open: int = 5
-    recovery: float = 60.0
-    successes_to_close: int = 2
-    max_recovery: float = 900.0
-    backoff: float = 2.0
-    probe_lease: float = 60.0
-
-    def __post_init__(self) -> None:
-        problems = [
-            text
-            for bad, text in (
-                (self.failures_to_open < 1, "failures_to_open must be at least 1"),
-                (self.successes_to_close < 1, "successes_to_close must be at least 1"),
-                (self.recovery <= 0, "recovery must be positive"),
-                (self.max_recovery < self.recovery, "max_recovery must be at least recovery"),
-                (self.backoff < 1, "backoff must be at least 1"),
-                (self.probe_lease <= 0, "probe_lease must be positive"),
-            )
-            if bad
-        ]
-        if problems:
-            raise ConfigError("breaker: " + "; ".join(problems))
-
-    def next_recovery(self, current: float | None) -> float:
-        """The recovery after a failed probe: ``current * backoff``, capped."""
-        return min(self.max_recovery, max(self.recovery, (current or self.recovery) * self.backoff))
-
-
-def _number(value: Any) -> float | None:
-    return None if value is None else float(value)
-
-
-@dataclass(frozen=True)
-class BreakerState:
-    """A host's breaker as read from the table (no item: closed, nothing counted)."""
-
-    host: str
-    state: State = "closed"
-    failures: int = 0
-    successes: int = 0
-    opened_at: float | None = None
-    until: float | None = None
-    recovery: float | None = None
-    probe_owner: str | None = None
-    probe_expires: float | None = None
-    version: int = 0
-    #: When the host went down: its first opening since it was last closed (reopening after a
-    #: failed probe keeps it). What ``politeness.give_up_after`` is measured from.
-    down_since: float | None = None
-
-    @classmethod
-    def from_item(cls, host: str, item: Mapping[str, Any] | None) -> BreakerState:
-        if item is None:
-            return cls(host)
-        state = item.get("state", "closed")
-        owner = item.get("probe_owner")
-        return cls(
-            host=host,
-            state=state if state in ("open", "half_open") else "closed",
-            failures=int(item.get("failures", 0)),
-            successes=int(item.get("successes", 0)),
-            opened_at=_number(item.get("opened_at")),
-            until=_number(item.get("until")),
-            recovery=_number(item.get("recovery")),
-            probe_owner=None if owner is None else str(owner),
-            probe_expires=_number(item.get("probe_expires")),
-            version=int(item.get("version", 0)),
-            down_since=_number(item.get("down_since")),
-        )
-
-    def given_up(self, now: float, give_up_after: float | None) -> bool:
-        """Down (not closed) for ``give_up_after`` seconds or more: its URLs end as failed."""
-        return (
-            give_up_after is not None
-            and self.state != "closed"
-            and self.down_since is not None
-            and now - self.down_since >= give_up_after
-        )
-
-    @property
-    def healthy(self) -> bool:
-        """Closed with nothing counted: a success costs no write."""
-        return self.state == "closed" and self.failures == 0
-
-    def allows(self, now: float) -> bool:
-        """Closed, or a probe may be claimed now (open past ``until``, or half-open with no
-        live probe)."""
-        if self.state == "closed":
-            return True
-        if self.state == "open":
-            return self.until is None or now >= self.until
-        return self.probe_owner is None or self.probe_expires is None or now >= self.probe_expires
-
-
-@dataclass(frozen=True)
-class Transition:
-    """One state change of a host's breaker, for logs and the
-    :data:`METRIC_BREAKER_TRANSITIONS` metric."""
-
-    host: str
-    from_state: State
-    to_state: State
-    failures: int
-    at: float
-
-    @property
-    def edge(self) -> tuple[State, State]:
-        return (self.from_state, self.to_state)
-
-
-@dataclass(frozen=True)
-class Admission:
-    """What a feeder may send now: every URL of a ``free`` host, exactly one URL of a
-    ``probes`` host (this caller holds its probe slot); the others' URLs wait."""
-
-    free: frozenset[str] = frozenset()
-    probes: frozenset[str] = frozenset()
-    transitions: tuple[Transition, ...] = ()
-
-    @property
-    def hosts(self) -> frozenset[str]:
-        return self.free | self.probes
-
-    def __contains__(self, host: object) -> bool:
-        return host in self.free or host in self.probes
 
 
 @dataclass(frozen=True)

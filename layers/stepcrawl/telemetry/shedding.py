@@ -17,7 +17,8 @@ A condition "holds since" the start of the tick's measurement window in which it
 seen: the ratio of a tick covers the whole span since the previous tick, so on AWS (a tick a
 minute) one high tick is a minute of high ratio, which meets the default 30 s; two low ticks
 meet the default 120 s. Nothing here does I/O or reads a clock; the scaler
-(:mod:`stepcrawl.scaling.scaler`) keeps :class:`SheddingState` on its fetch item and actuates.
+(:mod:`stepcrawl.scaling.scaler`) keeps :class:`SheddingState` on its fetch item and actuates;
+the functions follow it (:mod:`stepcrawl.telemetry.levels`).
 """
 
 from __future__ import annotations
