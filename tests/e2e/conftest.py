@@ -3,11 +3,28 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from tests.helpers.serve import ServedConsole, served_console
 
 from stepcrawl.runtime import services_from_env
+
+#: pytest-timeout's bound for an end-to-end test, fixtures included (pyproject's 120 s is
+#: the unit tests'). It only catches a hang: a `stepcrawl serve` start plus a crawl take a
+#: minute each on a 2-core box running other test runs beside this one, so 120 s failed
+#: tests that were merely slow. Each wait inside a test has its own deadline, shorter.
+E2E_TIMEOUT = 900
+
+_HERE = Path(__file__).parent
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # A hook of this conftest sees every collected item: only this folder's get the bound,
+    # and a test's own ``@pytest.mark.timeout`` wins.
+    for item in items:
+        if item.path.is_relative_to(_HERE) and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(E2E_TIMEOUT))
 
 
 @pytest.fixture

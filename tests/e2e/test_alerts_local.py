@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.helpers.deadlines import FOLLOWS_TIMEOUT, RUN_TIMEOUT
 from tests.helpers.demo import demo_pipeline
 
 from stepcrawl.alerts import reset_providers
@@ -168,17 +169,25 @@ def test_a_failing_crawl_fires_then_resolves_the_error_ratio_alert(
                 cloud.emulator.client("secretsmanager"), secret, json.dumps(channel)
             )
             started = time.monotonic()
-            status = cloud.run(pipeline.name, "failing-run", timeout=60)
+            status = cloud.run(pipeline.name, "failing-run", timeout=RUN_TIMEOUT)
             ended = time.monotonic()
             assert status.status == "FAILED", status
+            # Each post follows within seconds (alarm periods of 5 s), later on a loaded box:
+            # wait for the post itself, the deadline only ends a wait for one never sent.
             firing = _wait(
-                "the FIRING post", lambda: receiver.find(rf"\[FIRING\].*{RATIO_ALARM}"), 20
+                "the FIRING post",
+                lambda: receiver.find(rf"\[FIRING\].*{RATIO_ALARM}"),
+                FOLLOWS_TIMEOUT,
             )
             run_failed = _wait(
-                "the failed run's post", lambda: receiver.find(r"\[FIRING\].*run failing-run"), 20
+                "the failed run's post",
+                lambda: receiver.find(r"\[FIRING\].*run failing-run"),
+                FOLLOWS_TIMEOUT,
             )
             resolved = _wait(
-                "the RESOLVED post", lambda: receiver.find(rf"\[RESOLVED\].*{RATIO_ALARM}"), 30
+                "the RESOLVED post",
+                lambda: receiver.find(rf"\[RESOLVED\].*{RATIO_ALARM}"),
+                FOLLOWS_TIMEOUT,
             )
             assert cloud.alarms is not None
             transitions = list(cloud.alarms.transitions)

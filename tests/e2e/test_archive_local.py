@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import io
 import json
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 from tests.helpers.archive_site import GZIPPED, PRODUCTS, archive_site
+from tests.helpers.deadlines import RUN_TIMEOUT
 from tests.helpers.demo import write_pipeline
 from typer.testing import CliRunner
 from warcio.archiveiterator import ArchiveIterator
@@ -95,16 +95,16 @@ def test_a_crawl_archives_its_pages_and_replay_reextracts_them_offline(
     out = tmp_path / "run"
     with archive_site() as site:
         base = site.base
-        started = time.monotonic()
         run = run_local(
             shop(base, RULES),
             out,
             "archived",
             console=Console(file=io.StringIO()),
             chaos=Chaos(duplicate_rate=1.0, seed=3),
-            timeout=120,
+            # The run must end by itself, duplicates and all (TimeoutError otherwise); how
+            # fast is the machine's, not the archive's: the bound is for a loaded box.
+            timeout=RUN_TIMEOUT,
         )
-        elapsed = time.monotonic() - started
         served = Counter(site.requests)
     assert run.status.status == "SUCCEEDED", run.report
     assert run.report["faults"]["duplicates"] > 0
@@ -143,7 +143,6 @@ def test_a_crawl_archives_its_pages_and_replay_reextracts_them_offline(
         if path == GZIPPED:  # stored decoded, the wire's coding kept aside
             assert head.get_header("X-Archive-Orig-Content-Encoding") == "gzip"
             assert head.get_header("Content-Length") == str(len(body))
-    assert elapsed < 90
 
     # The site is gone: whatever replay does, it cannot fetch.
     pipeline_file = write_pipeline(shop(base, RULES), tmp_path / "archive-local.yaml")

@@ -16,11 +16,16 @@ from typing import Any
 import pytest
 import yaml
 from tests.helpers.browser import chromium, keep_screenshot, launch_args
+from tests.helpers.deadlines import FOLLOWS_TIMEOUT, RUN_TIMEOUT
 from tests.helpers.serve import PIPELINE, ServedConsole
 
 pytestmark = pytest.mark.slow
 
 VIEWPORT = {"width": 1440, "height": 900}
+#: Playwright's bound on each wait for the page (an element showing, a click landing),
+#: instead of its 30 s: the console in a Chromium and a `stepcrawl serve` on a busy 2-core
+#: box can take longer, and every wait is for a condition, so it ends once that holds.
+PAGE_TIMEOUT_MS = FOLLOWS_TIMEOUT * 1000
 HEADER = "# kept by every save: the console edits the file, comments and all\n"
 TAB_B_COMMENT = "# a note from the second tab"
 #: The new dependency, as the YAML shows it (the served file lists depends_on in block style).
@@ -40,7 +45,9 @@ def browser() -> Iterator[Any]:
 
 def open_console(browser: Any, console: ServedConsole, errors: list[str]) -> Any:
     """A page of its own (its own cookies) with the demo pipeline open."""
-    page = browser.new_context(viewport=VIEWPORT).new_page()
+    context = browser.new_context(viewport=VIEWPORT)
+    context.set_default_timeout(PAGE_TIMEOUT_MS)
+    page = context.new_page()
     page.on("pageerror", lambda error: errors.append(str(error)))
     page.goto(console.url)  # the printed URL: the token becomes a cookie
     assert "token=" not in page.url
@@ -136,9 +143,11 @@ def test_start_a_run_and_watch_its_topology(
     page.get_by_test_id("tab-runs").click()
     page.get_by_test_id("start-run").click()
     tasks = ("crawl_shop", "clean_products", "check_products", "export_products")
-    for task in tasks:
-        page.locator(f"[data-testid=topo-{task}][data-state=succeeded]").wait_for(timeout=120_000)
-    page.get_by_test_id("run-status").filter(has_text="SUCCEEDED").wait_for(timeout=30_000)
+    for task in tasks:  # the run's end: a crawl of the shop, a minute or two on a loaded box
+        page.locator(f"[data-testid=topo-{task}][data-state=succeeded]").wait_for(
+            timeout=RUN_TIMEOUT * 1000
+        )
+    page.get_by_test_id("run-status").filter(has_text="SUCCEEDED").wait_for()
     pages = int(page.get_by_test_id("topo-crawl_shop-pages").inner_text().replace(",", ""))
     (run,) = console.get("/api/runs", pipeline=PIPELINE)["runs"]
     probed = console.get(f"/api/runs/{run['run']}/topology")

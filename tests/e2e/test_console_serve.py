@@ -10,12 +10,13 @@ import time
 from typing import Any
 
 import pytest
+from tests.helpers.deadlines import RUN_TIMEOUT
 from tests.helpers.serve import PIPELINE, ServedConsole
 
 pytestmark = pytest.mark.slow
 
 
-def wait_for_end(console: ServedConsole, run: str, timeout: float = 120) -> dict[str, Any]:
+def wait_for_end(console: ServedConsole, run: str, timeout: float = RUN_TIMEOUT) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
     seen: dict[str, Any] = {}
     while time.monotonic() < deadline:

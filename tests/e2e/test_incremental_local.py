@@ -10,12 +10,12 @@ and one tombstone, and counts the unchanged and deleted pages.
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from rich.console import Console
+from tests.helpers.deadlines import RUN_TIMEOUT
 from tests.helpers.revisit_site import PRODUCTS, RevisitSite, revisit_site
 
 from stepcrawl.local.runner import LocalRun, run_local
@@ -46,8 +46,16 @@ def pipeline(site: RevisitSite) -> Pipeline:
 
 def run(site: RevisitSite, out: Path, run_id: str, state: Path | None) -> LocalRun:
     console = Console(file=(out.parent / f"{run_id}.txt").open("w"), width=200)
+    # The run must end by itself (TimeoutError otherwise); how fast it does is the machine's,
+    # not the recrawl's: the bound is one a loaded 2-core box meets.
     done = run_local(
-        pipeline(site), out, run_id, console=console, sweep_every=1.0, state=state, timeout=60
+        pipeline(site),
+        out,
+        run_id,
+        console=console,
+        sweep_every=1.0,
+        state=state,
+        timeout=RUN_TIMEOUT,
     )
     assert done.status.status == "SUCCEEDED", done.report
     return done
@@ -63,7 +71,6 @@ def test_a_second_local_run_recrawls_conditionally_and_writes_only_what_changed(
 ) -> None:
     state = tmp_path / "state" / "revisit.jsonl"
     with revisit_site() as site:
-        started = time.monotonic()
         first = run(site, tmp_path / "run-1", "run-1", state)
         assert sorted(i["title"] for i in items(first.out)) == [
             "About us",
@@ -77,7 +84,6 @@ def test_a_second_local_run_recrawls_conditionally_and_writes_only_what_changed(
         site.delete("/p/6")
         site.forget()
         second = run(site, tmp_path / "run-2", "run-2", state)
-        took = time.monotonic() - started
 
         assert sorted(
             (i["_url"], i.get("title"), i.get("_deleted"), i.get("_status"))
@@ -105,5 +111,3 @@ def test_a_second_local_run_recrawls_conditionally_and_writes_only_what_changed(
         assert (counters["unchanged"], counters["deleted"]) == (5, 1)
         assert len(state.read_text("utf-8").splitlines()) == 7
         assert not (tmp_path / "run-2" / "failures.jsonl").read_text("utf-8").strip()
-
-    assert took < 90, f"{took:.1f}s"

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 import pytest
 from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
+from tests.helpers.deadlines import FOLLOWS_TIMEOUT, RUN_TIMEOUT
 from tests.helpers.demo import CRAWL_TASK
 from tests.helpers.serve import PIPELINE, serving
 from tests.helpers.serve import exe as _exe
@@ -31,7 +32,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]
 
 
 def _scrape(url: str) -> dict[str, Metric]:
-    with urllib.request.urlopen(url, timeout=30) as response:
+    with urllib.request.urlopen(url, timeout=FOLLOWS_TIMEOUT) as response:
         assert response.status == 200
         text = response.read().decode("utf-8")
     return {family.name: family for family in text_string_to_metric_families(text)}
@@ -57,12 +58,12 @@ def test_metrics_holds_the_runs_pages_the_runtime_and_the_queues(
     started = time.monotonic()
     crawled = subprocess.run(
         [stepcrawl, "start", PIPELINE, "--run-id", "scraped", "--wait"],
-        env=env, capture_output=True, text=True, timeout=180, check=False,
+        env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT, check=False,
     )  # fmt: skip
     assert crawled.returncode == 0, crawled.stdout + crawled.stderr
     status = subprocess.run(
         [stepcrawl, "status", "scraped", "--json"],
-        env=env, capture_output=True, text=True, timeout=60, check=False,
+        env=env, capture_output=True, text=True, timeout=FOLLOWS_TIMEOUT, check=False,
     )  # fmt: skip
     assert status.returncode == 0, status.stderr
     counters = json.loads(status.stdout)["tasks"][CRAWL_TASK]["counters"]
@@ -70,9 +71,9 @@ def test_metrics_holds_the_runs_pages_the_runtime_and_the_queues(
     assert pages > 0
 
     # The functions' EMF lines reach CloudWatch within a second or so; the exporter reads
-    # them settled (5 s) and cached (5 s).
+    # them settled (5 s) and cached (5 s): polled until they are, generously (a loaded box).
     task = {"service": "parse", "pipeline": PIPELINE, "task": CRAWL_TASK}
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + FOLLOWS_TIMEOUT
     while True:
         families = _scrape(url)
         recorded = families["stepcrawl_pages_recorded"]

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from rich.console import Console
+from tests.helpers.deadlines import RUN_TIMEOUT
 from tests.helpers.demo import CRAWL_TASK
 from tests.integration.test_parallelism import (
     MODEL,
@@ -65,7 +66,7 @@ def test_parallelism_one_never_runs_two_crawls_at_once(
         tmp_path,
         "parallelism-one",
         console=Console(file=(tmp_path / "console.txt").open("w"), width=200),
-        timeout=120,
+        timeout=RUN_TIMEOUT,  # two crawls one after the other: a bound for a hang only
     )
     assert run.status.status == "SUCCEEDED", run.report
     expected = len(MODEL.expected_items())

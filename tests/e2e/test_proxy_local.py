@@ -29,6 +29,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from tests.helpers.deadlines import FOLLOWS_TIMEOUT, RUN_TIMEOUT
 from tests.helpers.proxy import PRODUCTS, Proxy, forward_proxy, shop_sites
 
 from stepcrawl.fetch.proxy import ProxyList
@@ -68,7 +69,9 @@ def _hosts(proxies: list[Proxy], count: int = 3) -> list[str]:
 
 def _run(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     command = [sys.executable, "-m", "stepcrawl", *args]
-    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=60, check=False)
+    return subprocess.run(
+        command, env=env, capture_output=True, text=True, timeout=FOLLOWS_TIMEOUT, check=False
+    )
 
 
 def test_requests_go_through_the_hosts_proxy_with_the_tasks_headers_and_no_secret_shows(
@@ -139,7 +142,7 @@ def test_requests_go_through_the_hosts_proxy_with_the_tasks_headers_and_no_secre
                     template, directory, log_path=out / "logs" / "functions.log"
                 ).start() as cloud:
                     assert cloud.deployment is not None
-                    status = cloud.run(pipeline.name, run, timeout=120)
+                    status = cloud.run(pipeline.name, run, timeout=RUN_TIMEOUT)
                     write_run_outputs(cloud.deployment, status, out, _invocations(cloud))
                     env = {**os.environ, **cloud.environment()}
                     env.pop(ENV_LOCAL_SECRETS, None)

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 from tests.helpers.browser import chromium, keep_screenshot, launch_args
+from tests.helpers.deadlines import FOLLOWS_TIMEOUT
 
 from stepcrawl.demo import ShopModel
 from stepcrawl.local.demo import run_demo
@@ -38,6 +39,9 @@ def test_the_report_renders_offline_in_chromium(tmp_path: Path, cloud_env: None)
         browser = playwright.chromium.launch(executable_path=executable, args=launch_args)
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 900})
+            # Each wait is for the page (loaded, a chart drawn): generous, not Playwright's
+            # 30 s, for a Chromium on a loaded 2-core box; it ends once the chart is there.
+            page.set_default_timeout(FOLLOWS_TIMEOUT * 1000)
             page.on("request", lambda request: requests.append(request.url))
             page.on("pageerror", lambda error: errors.append(str(error)))
             page.goto(report.as_uri())

@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
+from tests.helpers.deadlines import FOLLOWS_TIMEOUT, RUN_TIMEOUT
 from tests.helpers.demo import demo_pipeline
 
 from stepcrawl.demo import DemoSite, ShopModel
@@ -42,7 +43,7 @@ def test_a_backlog_raises_fetch_and_a_drained_one_lowers_it(
                 sweep_every=2.0,
                 scale_every=TICK,
             ) as cloud:
-                status = cloud.run(pipeline.name, "scale-up", timeout=240)
+                status = cloud.run(pipeline.name, "scale-up", timeout=RUN_TIMEOUT)
                 assert status.status == "SUCCEEDED"
                 during = list(cloud.scaling)
                 # The crawl is over: the next ticks see no work and step fetch down, and the
@@ -50,7 +51,7 @@ def test_a_backlog_raises_fetch_and_a_drained_one_lowers_it(
                 assert cloud.runtime is not None
                 # Generous: a busy machine stretches the scaled cooldowns' wall time; the
                 # loop ends as soon as fetch is down.
-                deadline = time.monotonic() + 90
+                deadline = time.monotonic() + FOLLOWS_TIMEOUT
                 lowest = ScalerSettings().min_concurrency
                 while time.monotonic() < deadline:
                     limits = {s.function: s for s in cloud.runtime.stats().values()}

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.helpers.deadlines import FOLLOWS_TIMEOUT, RUN_TIMEOUT
 from tests.helpers.serve import exe as _exe
 from tests.helpers.serve import serving
 
@@ -39,7 +40,13 @@ def _run(
     env: dict[str, str], *args: str, cwd: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        list(args), env=env, cwd=cwd, capture_output=True, text=True, timeout=180, check=False
+        list(args),
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT,
+        check=False,
     )
 
 
@@ -71,8 +78,9 @@ def test_the_aws_cli_and_stepcrawl_drive_the_local_endpoint(served: dict[str, st
         str(i["sku"]) for i in ShopModel(categories=1, products_per_category=6).expected_items()
     )
 
-    # The functions' EMF metrics reach the local CloudWatch (flushed every second).
-    deadline = time.monotonic() + 10
+    # The functions' EMF metrics reach the local CloudWatch (flushed every second): polled
+    # until they do, generously, as each `aws` process takes seconds to start on a busy box.
+    deadline = time.monotonic() + FOLLOWS_TIMEOUT
     while True:
         listed = _run(served, aws, "cloudwatch", "list-metrics", "--namespace", "stepcrawl")
         assert listed.returncode == 0, listed.stderr
@@ -105,7 +113,7 @@ def test_start_and_cancel_a_run(served: dict[str, str]) -> None:
     else:
         pytest.fail("every run ended before its cancel arrived")
     # The stop reaches the execution asynchronously: wait (generously) until it has ended.
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + FOLLOWS_TIMEOUT
     status = _run(served, stepcrawl, "status", run, "--json")
     while json.loads(status.stdout)["status"] == "RUNNING" and time.monotonic() < deadline:
         time.sleep(0.5)
@@ -141,8 +149,9 @@ def test_failures_and_redrive_find_the_stack_as_the_other_commands_do(
     redriven = _run(env, stepcrawl, "redrive", "with-failures", cwd=serve_dir)
     assert redriven.returncode == 0, redriven.stdout + redriven.stderr
     assert f"re-drove {len(failed)} of {len(failed)} failed URL(s)" in redriven.stdout
-    # Fed to the functions again, they fail again (still dead): each recorded anew.
-    deadline = time.monotonic() + 60
+    # Fed to the functions again, they fail again (still dead): each recorded anew. Polled
+    # until they are, generously (each poll is a process of its own).
+    deadline = time.monotonic() + FOLLOWS_TIMEOUT
     again = failures()
     while again.keys() != failed.keys() and time.monotonic() < deadline:
         time.sleep(0.5)

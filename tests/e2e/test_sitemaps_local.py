@@ -10,12 +10,12 @@ and no sitemap whose index entry is older than the date is ever requested.
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from rich.console import Console
+from tests.helpers.deadlines import RUN_TIMEOUT
 from tests.helpers.sitemap_site import NEWER, SINCE, sitemap_site
 
 from stepcrawl.local.runner import run_local
@@ -53,15 +53,16 @@ def test_pages_reachable_only_through_sitemaps_are_crawled_since_the_date(
                 ],
             }
         )
-        started = time.monotonic()
         run = run_local(
             pipeline,
             tmp_path,
             "sitemaps",
             console=Console(file=(tmp_path / "console.txt").open("w"), width=200),
             sweep_every=1.0,
+            # The run must end by itself (TimeoutError otherwise); how fast it does is the
+            # machine's, not the crawl's: the bound is one a loaded 2-core box meets.
+            timeout=RUN_TIMEOUT,
         )
-        took = time.monotonic() - started
     assert run.status.status == "SUCCEEDED", run.report
     for task in ("by_index", "by_robots"):
         lines = (tmp_path / "items" / f"{task}.jsonl").read_text("utf-8").splitlines()
@@ -78,4 +79,3 @@ def test_pages_reachable_only_through_sitemaps_are_crawled_since_the_date(
     assert site.fetched("/sitemaps/zipped.xml.gz")
     for never in ("/sitemaps/offsite.xml", "/pages/p99", "/sitemaps/old.xml", "/pages/p4"):
         assert not site.fetched(never), never
-    assert took < 60, f"{took:.1f}s"

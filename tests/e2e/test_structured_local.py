@@ -10,12 +10,12 @@ expected ones; the broken JSON-LD script costs nothing but itself.
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from rich.console import Console
+from tests.helpers.deadlines import RUN_TIMEOUT
 from tests.helpers.structured_site import EXPECTED_PRODUCTS, product_rule, structured_site
 
 from stepcrawl.local.runner import run_local
@@ -66,15 +66,16 @@ def test_products_come_from_json_ld_microdata_and_opengraph(
                 ],
             }
         )
-        started = time.monotonic()
         run = run_local(
             pipeline,
             tmp_path,
             "structured",
             console=Console(file=(tmp_path / "console.txt").open("w"), width=200),
             sweep_every=1.0,
+            # The run must end by itself (TimeoutError otherwise); how fast it does is the
+            # machine's, not the crawl's: the bound is one a loaded 2-core box meets.
+            timeout=RUN_TIMEOUT,
         )
-        took = time.monotonic() - started
     assert run.status.status == "SUCCEEDED", run.report
     lines = (tmp_path / "items" / "shop.jsonl").read_text("utf-8").splitlines()
     items = [json.loads(line) for line in lines]
@@ -106,4 +107,3 @@ def test_products_come_from_json_ld_microdata_and_opengraph(
     assert table["brand"] == "Tischler"  # through itemref
     counters = run.report["tasks"]["shop"]["counters"]
     assert (counters["ok"], counters["failed"], counters["items"]) == (4, 0, len(items))
-    assert took < 60, f"{took:.1f}s"

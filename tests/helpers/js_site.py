@@ -147,8 +147,12 @@ def js_site(api_delay: float = 0.3) -> Iterator[JsSite]:
 
 
 def js_pipeline(site: JsSite, *, render: bool, name: str = "js-shop") -> str:
-    """The pipeline of the shop: the same with and without ``render: browser``."""
-    rendering = "    render: browser\n    wait_for: 'ul.products li'\n    render_timeout: 10s\n"
+    """The pipeline of the shop: the same with and without ``render: browser``.
+
+    Rendered, a page is read once its products are in the DOM (``wait_for``), a second or
+    so; its budget only ends a page that never gets them, so it is generous: a page loaded by
+    a Chromium on a busy box must not end ``render_timeout`` for being slow."""
+    rendering = "    render: browser\n    wait_for: 'ul.products li'\n    render_timeout: 60s\n"
     return f"""name: {name}
 defaults:
   politeness: {{delay: 0s}}

@@ -128,7 +128,9 @@ def forward_proxy(username: str, password: str) -> Iterator[Proxy]:
                 return
             log.add(entry)
             forwarded = {k: v for k, v in headers.items() if k.lower() not in _HOP_BY_HOP}
-            upstream = http.client.HTTPConnection(target.hostname, target.port or 80, timeout=5)
+            # A site thread on a loaded box can take seconds to answer: wait as long as the
+            # crawler does (its total_timeout, 30 s), so the proxy never fails a slow page.
+            upstream = http.client.HTTPConnection(target.hostname, target.port or 80, timeout=30)
             try:
                 path = target.path or "/"
                 if target.query:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import httpx
+from tests.helpers.deadlines import FOLLOWS_TIMEOUT, RUN_TIMEOUT
 from tests.helpers.demo import SMALL_SHOP_DEFAULTS, demo_pipeline, write_pipeline
 
 from stepcrawl.console.server import TOKEN_HEADER
@@ -53,7 +54,8 @@ def serving(directory: Path, *options: str, until: str) -> Iterator[dict[str, st
         try:
             exported: dict[str, str] = {}
             while until not in exported:
-                line = lines.get(timeout=120)
+                # serve synthesizes and deploys the stack first: a minute on a loaded box
+                line = lines.get(timeout=RUN_TIMEOUT)
                 assert line, f"serve exited: {(directory / 'serve.err').read_text()[-3000:]}"
                 key, _, value = line.removeprefix("export ").strip().partition("=")
                 exported[key] = value
@@ -79,7 +81,9 @@ class ServedConsole:
         self.url = url
         self.base, _, self.token = url.partition("/?token=")
         self.pipelines = pipelines
-        self.http = httpx.Client(base_url=self.base, headers={TOKEN_HEADER: self.token}, timeout=30)
+        self.http = httpx.Client(
+            base_url=self.base, headers={TOKEN_HEADER: self.token}, timeout=FOLLOWS_TIMEOUT
+        )
 
     def get(self, path: str, **params: str) -> Any:
         response = self.http.get(path, params=params)

@@ -4,6 +4,7 @@ created"), not every metric that includes them."""
 
 from __future__ import annotations
 
+import threading
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -56,3 +57,29 @@ def test_the_requested_dimensions_name_one_metric(cloudwatch: Any) -> None:
     assert _sum(cloudwatch) == 1
     assert _sum(cloudwatch, service="fetch") == 0
     assert _sum(cloudwatch, pipeline="shop") == 0, "a subset of a metric's dimensions is another"
+
+
+def test_other_threads_list_every_metric_meanwhile(cloudwatch: Any) -> None:
+    """The exact read is the calling thread's: a ListMetrics made while another thread's
+    GetMetricStatistics runs (the report's, beside the scaler's) still lists every series."""
+    expected = {
+        tuple(sorted((d["Name"], d["Value"]) for d in m["Dimensions"]))
+        for m in cloudwatch.list_metrics(Namespace="stepcrawl")["Metrics"]
+    }
+    assert len(expected) == 3
+    stop = threading.Event()
+
+    def read() -> None:
+        while not stop.is_set():
+            _sum(cloudwatch, service="parse")
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        for _ in range(200):
+            listed = cloudwatch.list_metrics(Namespace="stepcrawl")["Metrics"]
+            seen = {tuple(sorted((d["Name"], d["Value"]) for d in m["Dimensions"])) for m in listed}
+            assert seen == expected
+    finally:
+        stop.set()
+        reader.join()

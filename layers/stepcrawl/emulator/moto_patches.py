@@ -363,7 +363,9 @@ def _kms_key_tags_from_cloudformation(original: Any) -> Any:
     return classmethod(from_cloudformation)
 
 
-_EXACT_DIMENSIONS_LOCK = threading.Lock()
+#: ``dims``: the dimensions the GetMetricStatistics call running on this thread reads
+#: exactly (None outside one).
+_EXACT_DIMENSIONS = threading.local()
 
 
 def _exact_dimensions(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -371,26 +373,35 @@ def _exact_dimensions(original: Callable[..., Any]) -> Callable[..., Any]:
     ones (CloudWatch: "you must specify the same dimensions that were used when the metrics
     were created"; no dimensions: the metric without any). moto matches any metric that
     *includes* them, so a series printed with several dimension sets (a function's total and
-    its per-task series) is counted once per set."""
+    its per-task series) is counted once per set.
+
+    The call's own thread only (:func:`_exact_metrics`): the backend is shared, and a filter
+    on it would hide the other metrics from a ListMetrics made meanwhile by another thread
+    (the report's, beside the scaler's and the alarms' reads: metrics missing on a busy box)."""
 
     def get_metric_statistics(self: Any, *args: Any, **kwargs: Any) -> Any:
         dims = kwargs.get("dimensions", args[6] if len(args) > 6 else None) or []
-        wanted = {(d["Name"], d.get("Value")) for d in dims}
-        every = type(self).get_all_metrics
-
-        def exact() -> list[Any]:
-            return [
-                md for md in every(self) if {(d.name, d.value) for d in md.dimensions} == wanted
-            ]
-
-        with _EXACT_DIMENSIONS_LOCK:
-            self.get_all_metrics = exact  # this call only (the instance shadows the class)
-            try:
-                return original(self, *args, **kwargs)
-            finally:
-                del self.get_all_metrics
+        _EXACT_DIMENSIONS.dims = {(d["Name"], d.get("Value")) for d in dims}
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            _EXACT_DIMENSIONS.dims = None
 
     return get_metric_statistics
+
+
+def _exact_metrics(original: Callable[..., Any]) -> Callable[..., Any]:
+    """The backend's metrics, those of exactly the wanted dimensions inside this thread's
+    GetMetricStatistics call (:func:`_exact_dimensions`); all of them otherwise."""
+
+    def get_all_metrics(self: Any) -> list[Any]:
+        every: list[Any] = original(self)
+        wanted = getattr(_EXACT_DIMENSIONS, "dims", None)
+        if wanted is None:
+            return every
+        return [md for md in every if {(d.name, d.value) for d in md.dimensions} == wanted]
+
+    return get_all_metrics
 
 
 def apply_moto_patches() -> None:
@@ -426,6 +437,7 @@ def apply_moto_patches() -> None:
             "get_metric_statistics",
             _exact_dimensions(CloudWatchBackend.get_metric_statistics),
         ),
+        (CloudWatchBackend, "get_all_metrics", _exact_metrics(CloudWatchBackend.get_all_metrics)),
         (cls, _MARK, True),
     ]
     for owner, name, value in patches:
