@@ -32,7 +32,7 @@ from botocore.endpoint import Endpoint
 from botocore.exceptions import ClientError
 from werkzeug.exceptions import HTTPException, InternalServerError
 
-__all__ = ["serve_in_process", "stop_serving_in_process"]
+__all__ = ["dispatch", "serve_in_process", "stop_serving_in_process"]
 
 _Handler = Callable[[Any, str, Any], Any]
 
@@ -77,13 +77,15 @@ def stop_serving_in_process(port: int) -> None:
 
 def _send(self: Endpoint, request: AWSPreparedRequest) -> Any:
     if (request.url or "").startswith(_served.prefixes):
-        response = _dispatch(request)
+        response = dispatch(request)
         if response is not None:
             return response
     return _HTTP_SEND(self, request)
 
 
-def _dispatch(request: AWSPreparedRequest) -> AWSResponse | None:
+def dispatch(request: AWSPreparedRequest) -> AWSResponse | None:
+    """Moto's answer to a botocore request, handled in this process as its server would
+    handle it; ``None`` for a request it cannot place (unsigned, a service not played)."""
     from moto.core.botocore_stubber import MockRawResponse  # noqa: PLC0415 - local mode only
     from moto.core.request import normalize_request  # noqa: PLC0415
     from moto.moto_api import recorder  # noqa: PLC0415
