@@ -55,7 +55,7 @@ from stepcrawl.run_status import (
     tasks_of_definition,
 )
 from stepcrawl.storage.aws import DynamoTable, S3BlobStore, SfnTokens, SqsQueue
-from stepcrawl.storage.aws.errors import map_client_errors
+from stepcrawl.storage.aws.errors import call
 from stepcrawl.table_keys import task_key
 
 __all__ = ["Deployment", "execution_events", "stack_name"]
@@ -75,12 +75,9 @@ def _aws(
 ) -> Any:
     """``method(**request)``'s response; ``None`` for an error whose code is in ``answers``
     (an answer to the caller, not an error); any other AWS error raised as its
-    :mod:`stepcrawl.errors` class naming the stack, machine or queue the request was about
-    (:func:`stepcrawl.storage.aws.errors.map_client_errors`)."""
-    about = ", ".join(str(v) for k, v in request.items() if k.endswith(("Arn", "Name", "Url")))
-    with map_client_errors(about, answers=answers):
-        return method(**request)
-    return None  # an error in answers
+    :mod:`stepcrawl.errors` class naming the stack, machine or queue the request was about:
+    :func:`stepcrawl.storage.aws.errors.call`, with the request as keywords."""
+    return call(method, request, answers=answers)
 
 
 def stack_name(stage: str) -> str:

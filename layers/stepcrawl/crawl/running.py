@@ -8,7 +8,6 @@ kept at module level.
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass, field
 
 __all__ = ["RunningTask", "RunningView"]
@@ -38,8 +37,6 @@ class RunningView:
     at: float | None = None
     tasks: list[RunningTask] = field(default_factory=list)
     handed: dict[str, float] = field(default_factory=dict)
-    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def refresh(self, now: float, tasks: list[RunningTask]) -> None:
-        with self.lock:
-            self.at, self.tasks = now, tasks
+        self.at, self.tasks = now, tasks

@@ -219,9 +219,18 @@ def map_client_errors(about: str = "", *, answers: Answers = frozenset()) -> Aws
     return AwsErrorMapping(about, answers)
 
 
+#: Request fields that name what a request is about (a resource ARN's key ends in ``Arn``).
+_NAMING_FIELDS: Final = ("TableName", "QueueUrl", "Bucket", "StackName", "FunctionName")
+
+
 def _named(request: Mapping[str, Any]) -> str:
-    """The table(s), queue or bucket a request is about, for error messages."""
-    names = [str(request[k]) for k in ("TableName", "QueueUrl", "Bucket") if k in request]
+    """The table(s), queue, bucket, stack, function or ARN a request is about, for error
+    messages."""
+    names = [
+        str(value)
+        for key, value in request.items()
+        if key in _NAMING_FIELDS or (key.endswith("Arn") and isinstance(value, str))
+    ]
     return ", ".join([*names, *request.get("RequestItems", {})])
 
 
@@ -230,7 +239,7 @@ def call(
 ) -> Any:
     """``method(**request)``'s response; ``None`` for an error in ``answers`` (a failed
     condition, a missing object: answers to the caller, not errors); any other AWS error
-    raised as its :mod:`stepcrawl.errors` class, naming the request's table, queue or bucket."""
+    raised as its :mod:`stepcrawl.errors` class, naming what the request is about."""
     with map_client_errors(_named(request), answers=answers):
         return method(**request)
     return None  # an error in answers
