@@ -280,8 +280,9 @@ class Deployment:
                 record = table.get(task_key(run, task.id), consistent=False)
                 task.counters = dict(record or {})
                 # The record, not the execution: a task that timed out is failed there but
-                # still running here, with the URLs it waited for.
-                if record and record.get("status") == TaskState.RUNNING:
+                # still running here, or cancelled once its stopped run is swept
+                # (crawl/stopping.py), with the URLs it waited for.
+                if record and record.get("status") in (TaskState.RUNNING, TaskState.CANCELLED):
                     task.in_flight = self._stalled(run, task.id, task.counters)
                 if record and record.get("status") == TaskState.CANCELLED:
                     task.state = "cancelled"  # its run stopped under it (crawl/stopping.py)

@@ -50,11 +50,11 @@ R = TypeVar("R")
 
 class _PerContainer(Generic[T]):
     """``build()``'s value, made once per container: what ``functools.cache`` is on Lambda,
-    where a container is a process, but per thread, because local mode plays a function's
-    containers as threads of one process (see ``emulator/lambda_runtime/containers.py``). A cache
-    per process there would hand every container one set of clients and one Meter, so that
-    whichever function takes the meter's window (the parse stage does) would absorb the usage
-    of all of them.
+    where a container is a process, and in local mode, whose containers are processes too
+    (``emulator/lambda_runtime/processes.py``). Kept per thread all the same, for handlers run
+    on threads of one process (a test's handler given as a callable, several "containers" in
+    one interpreter): a cache per process there would hand them one set of clients and one
+    Meter, and whichever took the meter's window would absorb the usage of all of them.
 
     ``cache_clear()`` (as ``functools.cache`` has it) makes every container build anew on its
     next call: a test that changed the environment, or local mode once its containers closed.
@@ -133,8 +133,8 @@ services_from_env: Final = _PerContainer(_services)
 def container_usage() -> dict[str, Usage]:
     """Each container's metered usage so far, by container name (its thread's name).
 
-    On Lambda that is this process alone; in local mode, every function container the
-    runtime started since the last clear (their names say which function they play).
+    In a container process (on Lambda, and locally) that is the container alone; local mode
+    asks each container for it after every invocation (``LocalCloud.container_usage``).
     """
     usage: dict[str, Usage] = {}
     for name, services in services_from_env.built():
@@ -222,8 +222,8 @@ _opened_lock = threading.Lock()
 def container_loop() -> asyncio.AbstractEventLoop:
     """One event loop per container, so the HTTP client's pool survives between invocations.
 
-    Per thread: a Lambda container runs one invocation at a time, and local mode plays
-    several containers as threads of one process.
+    Per thread: a Lambda container runs one invocation at a time, on one thread; handlers
+    run on threads of one process (tests) each keep their own.
     """
     loop: asyncio.AbstractEventLoop | None = getattr(_container, "loop", None)
     if loop is None or loop.is_closed():

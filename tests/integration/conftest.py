@@ -27,6 +27,7 @@ from tests.helpers.browser import chromium
 
 from stepcrawl.compiler import compile_pipeline, definition_json, substitute
 from stepcrawl.emulator import apply_moto_patches
+from stepcrawl.emulator.lambda_runtime import FunctionSpec, LambdaRuntime, MappingSpec
 from stepcrawl.fetch import NetworkGuard
 from stepcrawl.fetch.browser import BrowserFetcher
 from stepcrawl.names import PLACEHOLDER_CONTROL_QUEUE_URL, PLACEHOLDER_TABLE_NAME
@@ -205,6 +206,24 @@ def moto(monkeypatch: pytest.MonkeyPatch) -> Iterator[Moto]:
     apply_moto_patches()
     with mock_aws(config={"stepfunctions": {"execute_state_machine": True}}):
         yield Moto()
+
+
+@pytest.fixture
+def runtimes() -> Iterator[Callable[..., LambdaRuntime]]:
+    """Start local Lambda runtimes for a test (fast idle polling) and always stop them
+    before moto goes away."""
+    started: list[LambdaRuntime] = []
+
+    def start(
+        sqs: Any, functions: list[FunctionSpec], mappings: list[MappingSpec], **options: Any
+    ) -> LambdaRuntime:
+        runtime = LambdaRuntime(functions, mappings, sqs=sqs, idle_max=0.1, **options)
+        started.append(runtime)
+        return runtime.start()
+
+    yield start
+    for runtime in started:
+        runtime.stop(10)
 
 
 @pytest.fixture

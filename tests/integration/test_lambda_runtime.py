@@ -2,20 +2,20 @@
 
 Every behaviour Lambda has for an SQS mapping that stepcrawl relies on: the exact event and
 context, partial batch responses, whole-batch retries on errors and timeouts, redrive to the
-DLQ, MaximumConcurrency (also changed while running), batching windows, and per-function
-environment variables; and the chaos option's crashes and duplicate deliveries.
+DLQ, MaximumConcurrency (also changed while running), batching windows; and the chaos
+option's crashes and duplicate deliveries. Containers as processes (their environment, module
+state, kills): test_container_processes.py.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import os
 import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,7 @@ from stepcrawl.emulator.lambda_runtime import (
     LambdaRuntime,
     MappingCounts,
     MappingSpec,
+    polling,
     sqs_event,
 )
 from stepcrawl.emulator.lambda_runtime.containers import Containers, Function
@@ -103,23 +104,6 @@ def wait_for(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
         if time.monotonic() > deadline:
             raise AssertionError("condition not reached in time")
         time.sleep(0.02)
-
-
-@pytest.fixture
-def runtimes() -> Iterator[Callable[..., LambdaRuntime]]:
-    """Start runtimes for a test and always stop them before moto goes away."""
-    started: list[LambdaRuntime] = []
-
-    def start(
-        sqs: Any, functions: list[FunctionSpec], mappings: list[MappingSpec], **options: Any
-    ) -> LambdaRuntime:
-        runtime = LambdaRuntime(functions, mappings, sqs=sqs, idle_max=0.1, **options)
-        started.append(runtime)
-        return runtime.start()
-
-    yield start
-    for runtime in started:
-        runtime.stop(5)
 
 
 def test_event_shape_context_and_remaining_time(
@@ -438,43 +422,52 @@ def test_the_batching_window_gathers_a_batch(
     assert calls.notes[1] - sent < 0.9
 
 
-def test_each_function_sees_only_its_own_environment(
+def test_a_shortened_batching_window_closes_sooner(
+    sqs: Any, runtimes: Callable[..., LambdaRuntime]
+) -> None:
+    url = make_queue(sqs, "short-window")
+    calls = Calls()
+
+    def handler(event: dict[str, Any], context: Any) -> None:
+        calls.record(event, context, time.monotonic())
+
+    runtimes(
+        sqs,
+        [FunctionSpec("short", handler, timeout=2)],
+        [MappingSpec("short", url, batch_size=20, maximum_batching_window=20.0)],
+        batching_window_scale=0.1,  # 2 s of the 20
+    )
+    sent = time.monotonic()
+    send(sqs, url, "alone")
+    wait_for(lambda: calls.sizes() == [1], timeout=15)
+    assert 1.9 <= calls.notes[0] - sent < 15  # the window's tenth, not its 20 s
+    with pytest.raises(ValueError, match="batching_window_scale"):
+        LambdaRuntime([], [], sqs=sqs, batching_window_scale=0)
+
+
+def test_an_idle_mapping_takes_a_message_at_once(
     sqs: Any, runtimes: Callable[..., LambdaRuntime], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.delenv("SC_ONLY_A", raising=False)
-    monkeypatch.delenv("SC_ONLY_B", raising=False)
-    monkeypatch.setenv("SC_SHARED", "outside")
-    keys = ("SC_SHARED", "SC_ONLY_A", "SC_ONLY_B")
-    urls = {name: make_queue(sqs, f"env-{name}") for name in "ab"}
-    calls = {name: Calls() for name in "ab"}
+    monkeypatch.setattr(polling, "LONG_POLL", 4)  # long enough to tell a wake-up from its end
+    url = make_queue(sqs, "long-poll")
+    calls = Calls()
 
-    def handler_for(name: str) -> Callable[[dict[str, Any], Any], None]:
-        def handler(event: dict[str, Any], context: Any) -> None:
-            seen = tuple(os.environ.get(k) for k in keys)
-            time.sleep(0.02)
-            calls[name].record(event, context, (seen, tuple(os.environ.get(k) for k in keys)))
+    def handler(event: dict[str, Any], context: Any) -> None:
+        calls.record(event, context, time.monotonic())
 
-        return handler
+    runtime = runtimes(sqs, [FunctionSpec("lp", handler, timeout=2)], [MappingSpec("lp", url)])
 
-    runtime = runtimes(
-        sqs,
-        [
-            FunctionSpec("a", handler_for("a"), {"SC_SHARED": "1", "SC_ONLY_A": "a"}),
-            FunctionSpec("b", handler_for("b"), {"SC_SHARED": "1", "SC_ONLY_B": "b"}),
-        ],
-        [MappingSpec(name, urls[name], batch_size=1, max_concurrency=3) for name in ("a", "b")],
-    )
-    assert os.environ["SC_SHARED"] == "1"  # shared by every function: set once
-    for name in "ab":
-        send(sqs, urls[name], *(f"{name}{i}" for i in range(12)))
-    runtime.wait_idle(timeout=10)
-    assert set(calls["a"].notes) == {(("1", "a", None), ("1", "a", None))}
-    assert set(calls["b"].notes) == {(("1", None, "b"), ("1", None, "b"))}
-    assert runtime.environment_switches >= 2
-    runtime.stop()
-    assert os.environ["SC_SHARED"] == "outside"
-    assert "SC_ONLY_A" not in os.environ
-    assert "SC_ONLY_B" not in os.environ
+    def stats() -> Any:
+        return runtime.stats()["lp:long-poll"]
+
+    wait_for(lambda: stats().empty_receives >= 1)
+    ended = stats().empty_receives
+    wait_for(lambda: stats().empty_receives > ended, timeout=20)  # a long poll just began
+    sent = time.monotonic()
+    send(sqs, url, "now")
+    wait_for(lambda: calls.sizes() == [1])
+    assert calls.notes[0] - sent < 2.0  # woken by the send, not at the poll's end (4 s)
+    assert stats().receives <= stats().empty_receives + 1  # no busy loop while idle
 
 
 def test_handler_loaded_from_a_path_once_per_container(
@@ -514,7 +507,6 @@ def test_handler_loaded_from_a_path_once_per_container(
     assert len(instances) == 4
     assert len(set(instances)) == 2  # two concurrent containers, each with its own module
     assert runtime.cold_starts() == {"greet": 2}
-    assert runtime.environment_switches == 0  # one function: nothing to swap
 
 
 def test_configuration_aws_would_refuse(sqs: Any) -> None:
@@ -575,7 +567,7 @@ def test_every_counter_reaches_the_stats_under_its_own_name() -> None:
     function = FunctionSpec("counted", lambda e, c: None)
     state = MappingState(
         MappingSpec("counted", "https://sqs.us-east-1.amazonaws.com/123456789012/counted"),
-        Function(function, (), Containers(function.name, function.version)),
+        Function(function, Containers(function.name, function.version)),
         "arn:aws:sqs:us-east-1:123456789012:counted",
         fifo=False,
         seed=None,

@@ -10,7 +10,26 @@ never imports the crawl engine, and what it plays is the synthesized template's 
 
 from __future__ import annotations
 
-from stepcrawl.emulator.lambda_runtime import FunctionSpec, LambdaRuntime, MappingSpec
-from stepcrawl.emulator.moto_patches import apply_moto_patches
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from stepcrawl.emulator.lambda_runtime import FunctionSpec, LambdaRuntime, MappingSpec
+    from stepcrawl.emulator.moto_patches import apply_moto_patches
 
 __all__ = ["FunctionSpec", "LambdaRuntime", "MappingSpec", "apply_moto_patches"]
+
+#: Where each public name lives. Imported on first use: a container process imports
+#: ``stepcrawl.emulator.lambda_runtime.sandbox``, and must not pay for moto on its way.
+_WHERE = {
+    "FunctionSpec": "stepcrawl.emulator.lambda_runtime",
+    "LambdaRuntime": "stepcrawl.emulator.lambda_runtime",
+    "MappingSpec": "stepcrawl.emulator.lambda_runtime",
+    "apply_moto_patches": "stepcrawl.emulator.moto_patches",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(_WHERE[name]), name)

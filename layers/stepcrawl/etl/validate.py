@@ -14,8 +14,6 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import Final
 
-from jsonschema import Draft202012Validator
-
 from stepcrawl.etl.stats import MAX_SAMPLES
 from stepcrawl.etl.types import Item, ItemSink
 from stepcrawl.pipeline.etl_tasks import ValidateTask
@@ -77,6 +75,10 @@ def run_validate(
     A quarantined item is a copy with ``_errors``: messages like ``"$.price: 'x' is not of type
     'number'"`` (JSON path, then jsonschema's message), sorted by path, at most 20 per item.
     """
+    # Lazy: jsonschema (via rfc3987_syntax) costs ~750 ms at import, which every Lambda
+    # handler would pay at cold start; only a validate stage needs it.
+    from jsonschema import Draft202012Validator  # noqa: PLC0415
+
     validator = Draft202012Validator(
         task.json_schema, format_checker=Draft202012Validator.FORMAT_CHECKER
     )

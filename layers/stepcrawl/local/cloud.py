@@ -53,12 +53,22 @@ from stepcrawl.names import ENV_PIPELINES_DIR
 from stepcrawl.run_status import RunStatus
 from stepcrawl.runtime import close_containers
 from stepcrawl.scaling.scaler import SCALER_FUNCTION as SCALER
+from stepcrawl.storage import Usage
 
 __all__ = ["LOCAL_SCALE_EVERY", "LOCAL_STAGE", "LocalCloud", "MappingConcurrency", "synthesize"]
 
 log = logging.getLogger(__name__)
 
 ROOT = Path(__file__).resolve().parents[3]
+#: What each container process reports after an invocation: its metered usage by name.
+CONTAINER_REPORT: Final = "stepcrawl.runtime:container_usage"
+#: The library's modules every handler imports, imported once by the containers' fork server
+#: (a cold start then costs ~0.1 s instead of ~0.7 s; docs/local.md, Containers).
+PRELOADED_LIBRARY: Final = (
+    "stepcrawl.crawl.entrypoints",
+    "stepcrawl.runtime",
+    "stepcrawl.storage.aws",
+)
 LOCAL_STAGE = "local"
 _HANDLERS = ("dispatch", "fetch", "parse", "sweeper", SCALER, "notify", "render")
 #: Seconds between the scaler's ticks locally (a minute on AWS): a local crawl lasts seconds.
@@ -94,8 +104,9 @@ def synthesize(
 
 
 class _FunctionOutput(io.TextIOBase):
-    """``sys.stdout``/``stderr`` while the cloud runs: what the functions' threads print goes
-    to CloudWatch's metric extraction and to their log (a file, or the terminal)."""
+    """``sys.stdout``/``stderr`` while the cloud runs: what the functions' containers print
+    (relayed by the runtime's ``lambda-*`` threads) goes to CloudWatch's metric extraction and
+    to their log (a file, or the terminal)."""
 
     def __init__(
         self, terminal: TextIO, log: IO[str] | None, metrics: EmfForwarder, lock: threading.Lock
@@ -157,6 +168,8 @@ class LocalCloud:
     docs/scaling.md; ``None``: on its schedule); :attr:`scaling` keeps what each tick did.
     The stack's alarms are evaluated every ``alarm_every`` seconds, a local minute, with their
     periods scaled alike (:mod:`stepcrawl.emulator.alarms`; ``None``: not evaluated).
+    ``batching_window_scale`` plays the mappings' batching windows at that share of their
+    deployed length (1: as Lambda does; ``stepcrawl run --short-windows``: 0.1).
     """
 
     def __init__(
@@ -170,8 +183,10 @@ class LocalCloud:
         sweep_every: float | None = None,
         scale_every: float | None = LOCAL_SCALE_EVERY,
         alarm_every: float | None = LOCAL_ALARM_EVERY,
+        batching_window_scale: float = 1.0,
     ) -> None:
         self.template = template
+        self.batching_window_scale = batching_window_scale
         self.stage = stage
         self.emulator = Emulator(template, stack_name=stack_name(stage))
         self.pipelines_dir = pipelines_dir.resolve()
@@ -248,7 +263,15 @@ class LocalCloud:
             )
             for m in stack.mappings
         ]
-        self.runtime = LambdaRuntime(list(functions.values()), mappings, sqs=sqs, chaos=self.chaos)
+        self.runtime = LambdaRuntime(
+            list(functions.values()),
+            mappings,
+            sqs=sqs,
+            chaos=self.chaos,
+            container_report=CONTAINER_REPORT,
+            batching_window_scale=self.batching_window_scale,
+            preload=PRELOADED_LIBRARY,
+        )
         self.runtime.start()
         self._stack.callback(close_containers)  # after the runtime has stopped (LIFO)
         self._stack.callback(self.runtime.stop)
@@ -288,6 +311,16 @@ class LocalCloud:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
+    def container_usage(self) -> dict[str, Usage]:
+        """Each function container's metered usage so far, by container name (the report's
+        cost per function reads it)."""
+        usage: dict[str, Usage] = {}
+        if self.runtime is not None:
+            for report in self.runtime.container_reports().values():
+                for name, used in (report or {}).items():
+                    usage[name] = usage.get(name, Usage()) + used
+        return usage
+
     @property
     def endpoint(self) -> str:
         return self.emulator.endpoint
@@ -321,8 +354,6 @@ class LocalCloud:
     def _function(self, name: str, config: Mapping[str, Any]) -> FunctionSpec:
         kind = _kind(name)
         environment = dict(config.get("Environment", {}).get("Variables", {}))
-        # Same for every function, so the runtime never has to swap environments.
-        environment.pop("POWERTOOLS_SERVICE_NAME", None)
         environment |= {
             ENV_PIPELINES_DIR: str(self.pipelines_dir),
             "AWS_ENDPOINT_URL": self.emulator.endpoint,

@@ -35,7 +35,6 @@ from stepcrawl.names import METRICS_NAMESPACE
 from stepcrawl.pipeline import Pipeline
 from stepcrawl.reports.report import write_run_outputs
 from stepcrawl.run_status import RunStatus
-from stepcrawl.runtime import container_usage
 
 __all__ = ["ALERT_SETTLE_MINUTES", "LocalRun", "run_local", "settle_alerts", "staged_pipelines"]
 
@@ -91,6 +90,7 @@ def run_local(
     alerts: str | None = None,
     timeout: float | None = None,
     state: Path | None = None,
+    batching_window_scale: float = 1.0,
 ) -> LocalRun:
     """Run ``pipeline`` once on the local cloud; write ``out``; the outcome.
 
@@ -101,7 +101,10 @@ def run_local(
 
     ``state``: a file of incremental tasks' page states (``--state FILE``), read into the
     fresh cloud before the run when it exists and written after it, so that the next run
-    is a recrawl (:mod:`stepcrawl.local.page_states`)."""
+    is a recrawl (:mod:`stepcrawl.local.page_states`).
+
+    ``batching_window_scale``: the share of each mapping's batching window played (1: the
+    deployed length, as Lambda waits it); the report says which (``"local"``)."""
     console = console or Console(stderr=True)
     out.mkdir(parents=True, exist_ok=True)
     with staged_pipelines([(pipeline, source)]) as directory:
@@ -117,6 +120,7 @@ def run_local(
                 sweep_every=sweep_every,
                 scale_every=scale_every,
                 alarm_every=alarm_every,
+                batching_window_scale=batching_window_scale,
             ).start()
             if alerts is not None:
                 store_alert_channels(
@@ -145,7 +149,7 @@ def run_local(
                     status,
                     out,
                     _invocations(cloud),
-                    containers=container_usage(),
+                    containers=cloud.container_usage(),
                 )
                 if state is not None:
                     save_page_states(cloud.deployment, pipeline.name, state)
@@ -201,6 +205,10 @@ def _invocations(cloud: LocalCloud) -> dict[str, Any]:
             }
             for s in stats
         },
+        # per function: its container processes' measured cold starts (count, median, max ms)
+        "cold_starts": cloud.runtime.init_durations(),
+        # where local mode plays AWS differently on request (1: the deployed windows)
+        "local": {"batching_window_scale": cloud.batching_window_scale},
         "faults": {
             "crashes": sum(s.chaos_crashes for s in stats),
             "duplicates": sum(s.chaos_duplicates for s in stats),

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Annotated, Literal, Self
 
-from jsonschema import Draft202012Validator, SchemaError
 from pydantic import ConfigDict, Field, JsonValue, field_validator, model_validator
 
 from stepcrawl.pipeline.strict import Strict
@@ -62,6 +61,10 @@ class ValidateTask(TaskBase):
     @field_validator("json_schema")
     @classmethod
     def _schema_valid(cls, value: dict[str, JsonValue]) -> dict[str, JsonValue]:
+        # Lazy: jsonschema (via rfc3987_syntax) costs ~750 ms at import, which every Lambda
+        # handler would pay at cold start; only a validate stage needs it.
+        from jsonschema import Draft202012Validator, SchemaError  # noqa: PLC0415
+
         try:
             Draft202012Validator.check_schema(value)
         except SchemaError as exc:

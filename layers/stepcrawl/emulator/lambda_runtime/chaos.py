@@ -4,14 +4,12 @@ lost message, which AWS does not inflict but a hand can (a queue purged, a messa
 ``LambdaRuntime(chaos=Chaos(...))`` proves the handlers' at-least-once safety. A *crash*
 (``crash_rate`` of a mapping's invocations; a direct :meth:`LambdaRuntime.invoke` has none)
 kills the invocation, evenly often before the handler, inside it or after it returned but
-before the runtime's delete: inside, a trace function on the invocation's thread raises
-``_ChaosCrash`` (a ``BaseException``, so ``except Exception`` does not take it for an ordinary
-error) at the N-th line run in project code (one whose crash cannot skip a ``with`` exit, a
-``finally`` or the gap after an ``acquire()``: the lock would stay held, as a killed sandbox's
-would not); the standard library, site-packages (moto, botocore) and ``stepcrawl.emulator`` are
-skipped, since AWS's APIs are atomic and a crash in them could corrupt the emulator or leak
-its locks. N is uniform up to twice the longest run seen, so a point past the end kills the
-invocation after return. A crashed invocation fails and deletes nothing; as a chaos-only
+before the runtime's delete. A container process is killed for real (SIGKILL: inside, by a
+trace function of its own at the N-th line run in project code, :mod:`.crash_points`); a
+handler given as a callable (a thread) gets ``ChaosCrash`` raised there instead (a
+``BaseException``, so ``except Exception`` does not take it for an ordinary error). N is
+uniform up to twice the longest run seen, so a point past the end kills the invocation after
+return. A crashed invocation fails and deletes nothing; as a chaos-only
 shortcut its messages become visible again after ``redelivery_after`` seconds (on AWS: the
 queue's visibility timeout). A *duplicate* (``duplicate_rate`` of received messages) is
 delivered once more in another invocation, possibly concurrently: same message id, body and
@@ -24,38 +22,19 @@ engine then reports (``crawl/waiting.py``) is what a user sees after a message w
 
 from __future__ import annotations
 
-import dis
-import functools
-import os
-import sys
-import sysconfig
-from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
-from types import CodeType, FrameType
 from typing import Any, Final
 
 from stepcrawl.emulator.lambda_runtime.containers import Function
+from stepcrawl.emulator.lambda_runtime.crash_points import ChaosCrash, Tracer, run_traced
 from stepcrawl.emulator.lambda_runtime.mapping import MappingState
+from stepcrawl.emulator.lambda_runtime.processes import ContainerProcess
 from stepcrawl.emulator.lambda_runtime.specs import Handler, Message
 
 __all__ = ["Chaos", "crash_reason", "duplicates", "lost", "plan_crash", "run_crashing"]
 
 #: A handler's length in project lines, assumed until a traced invocation shows it.
 _CHAOS_LINES: Final = 25
-#: Where a crash never lands (see the module docstring), with a trailing separator.
-_UNTRACED: Final = tuple(
-    {
-        f"{Path(p).resolve()}{os.sep}"
-        for p in (
-            *(sysconfig.get_path(n) for n in ("stdlib", "platstdlib", "purelib", "platlib")),
-            str(Path(__file__).parents[1]),  # stepcrawl.emulator, the emulator itself
-        )
-    }
-)
-
-_Trace = Callable[[FrameType, str, Any], Any]
 
 
 @dataclass(frozen=True)
@@ -80,64 +59,6 @@ class Chaos:
             raise ValueError("chaos rates must be within 0..1")
         if self.redelivery_after < 0:
             raise ValueError("chaos redelivery_after must not be negative")
-
-
-class _ChaosCrash(BaseException):
-    """The sandbox was killed. Not an ``Exception``: a handler's ``except Exception`` must not
-    take it for an ordinary error and carry on."""
-
-
-@functools.lru_cache(maxsize=4096)
-def _traced(filename: str) -> bool:
-    """Whether a crash may land in this file (project code; see the module docstring)."""
-    return not filename.startswith("<") and not str(Path(filename).resolve()).startswith(_UNTRACED)
-
-
-@functools.lru_cache(maxsize=4096)
-def _crash_lines(code: CodeType) -> frozenset[int]:
-    """The lines of ``code`` a crash may land on: those compiled to one stretch of bytecode,
-    not only NOPs. Left out: a ``with`` (its exit runs after the body, unprotected), a
-    ``finally`` clause (compiled twice) and a ``try:`` (right after, say, an ``acquire()``),
-    where a crash would skip the cleanup and leak a lock that other containers share (a
-    killed sandbox's locks die with it)."""
-    stretches: Counter[int] = Counter()
-    previous = None
-    for _start, _end, line in code.co_lines():
-        if line is not None and line != previous:
-            stretches[line] += 1
-        previous = line
-    busy = {
-        i.positions.lineno
-        for i in dis.get_instructions(code)
-        if i.opname != "NOP" and i.positions is not None
-    }
-    return frozenset(line for line, n in stretches.items() if n == 1 and line in busy)
-
-
-class _Tracer:
-    """A trace function for one invocation's thread: counts the lines run in project code
-    (:func:`_crash_lines`) and raises :class:`_ChaosCrash` at line ``at``. Python unsets a
-    trace function that raises, so the crash fires once; a handler catching
-    ``BaseException`` goes on (the runtime still deletes nothing)."""
-
-    def __init__(self, at: int) -> None:
-        self.at = at
-        self.lines = 0
-
-    def call(self, frame: FrameType, _event: str, _arg: Any) -> _Trace | None:
-        if not _traced(frame.f_code.co_filename):
-            return None
-        allowed = _crash_lines(frame.f_code)  # once per call: hashing a code object is slow
-
-        def line(frame: FrameType, event: str, _arg: Any) -> _Trace | None:
-            if event == "line" and frame.f_lineno in allowed:
-                self.lines += 1
-                if self.lines == self.at:
-                    where = f"{frame.f_code.co_filename}:{frame.f_lineno}"
-                    raise _ChaosCrash(f"chaos: killed after {self.at} lines, at {where}")
-            return line
-
-        return line
 
 
 def duplicates(
@@ -182,23 +103,33 @@ def plan_crash(chaos: Chaos | None, mapping: MappingState) -> int | None:
 def run_crashing(
     function: Function, handler: Handler, event: dict[str, Any], context: Any, at: int
 ) -> Any:
-    """Run ``handler`` in an invocation chaos kills at ``at`` (:attr:`Invocation.crash`)."""
+    """Run ``handler`` in an invocation chaos kills at ``at`` (:attr:`Invocation.crash`). A
+    container process is killed for real (SIGKILL): before, inside (its own tracer) or after
+    the handler; a handler in a thread gets :class:`ChaosCrash` raised instead."""
+    process = handler if isinstance(handler, ContainerProcess) else None
     if at == 0:
-        raise _ChaosCrash("chaos: killed before the handler ran")
+        if process is not None:
+            process.kill()
+        raise ChaosCrash("chaos: killed before the handler ran")
+    if process is not None:
+        try:
+            result = process.run(event, context, crash_at=at if at > 0 else None)
+        finally:
+            with function.lock:
+                function.lines = max(function.lines, process.lines)
+        process.kill()  # it returned: the sandbox dies before the runtime's delete
+        return result
     if at < 0:
         return handler(event, context)
-    tracer = _Tracer(at)
-    previous = sys.gettrace()  # e.g. a debugger's or coverage's, put back after
-    sys.settrace(tracer.call)  # this thread only
+    tracer = Tracer(at)
     try:
-        return handler(event, context)
+        return run_traced(tracer, lambda: handler(event, context))
     finally:
-        sys.settrace(previous)
         with function.lock:
             function.lines = max(function.lines, tracer.lines)
 
 
 def crash_reason(error: BaseException | None) -> str:
     """Why a crashed invocation died: where the crash hit, or after the handler ended."""
-    reason = str(error) if isinstance(error, _ChaosCrash) else None
+    reason = str(error) if isinstance(error, ChaosCrash) else None
     return reason or "chaos: killed after the handler ended, before the delete"

@@ -5,10 +5,10 @@ On success the batch is deleted, except, with ``report_batch_item_failures``, th
 the batch comes back after the queue's visibility timeout, and moto's redrive policy moves it
 to the DLQ after ``maxReceiveCount`` receives.
 
-A thread cannot be killed: a handler past its timeout is abandoned, i.e. the invocation
-fails, its slot is freed and its container is retired; the thread finishes in the background
-and its result is ignored (Lambda would have killed the sandbox); until it ends, its
-environment group keeps the gate (:mod:`.environment`).
+Past its timeout (or its memory) the invocation fails and its slot is freed at once, and its
+container process is killed (SIGKILL), as Lambda ends the sandbox: whatever the handler was
+doing stops. A handler given as a callable runs on a thread, which cannot be killed: it
+finishes in the background and its result is ignored.
 """
 
 from __future__ import annotations
@@ -19,12 +19,12 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from stepcrawl.emulator.lambda_runtime.chaos import Chaos, crash_reason, plan_crash, run_crashing
 from stepcrawl.emulator.lambda_runtime.containers import Function
-from stepcrawl.emulator.lambda_runtime.environment import EnvGate
 from stepcrawl.emulator.lambda_runtime.mapping import Invocation, MappingState
+from stepcrawl.emulator.lambda_runtime.processes import ContainerProcess, HandlerError
 from stepcrawl.emulator.lambda_runtime.specs import Message
 from stepcrawl.emulator.lambda_runtime.sqs_calls import change_visibility, delete
 from stepcrawl.emulator.lambda_runtime.sqs_event import LambdaContext, failed_ids, sqs_event
@@ -36,6 +36,9 @@ if TYPE_CHECKING:
 __all__ = ["Invoker"]
 
 log = logging.getLogger(__name__)
+
+#: Seconds between two looks at the running containers' memory.
+_MEMORY_EVERY: Final = 0.25
 
 
 @dataclass
@@ -49,7 +52,6 @@ class Invoker:
 
     sqs: SQSClient
     tracker: Tracker
-    gate: EnvGate
     context: Callable[[Function, str | None], LambdaContext]
     _: KW_ONLY
     chaos: Chaos | None
@@ -66,28 +68,49 @@ class Invoker:
         self.tracker.started(mapping, invocation)
         mapping.function.containers.submit(lambda: self._invoke(mapping, invocation))
 
-    def call(self, function: Function, event: dict[str, Any], invocation: Invocation | None) -> Any:
-        """Run the handler with the function's environment (gate held around it only)."""
-        with self.gate.entered(function.group):
-            handler = function.containers.handler(function.new_handler)
-            context = self.context(function, invocation.request_id if invocation else None)
-            if invocation is not None:  # the clock starts when the handler does
-                invocation.deadline = time.monotonic() + function.spec.timeout
-                if invocation.crash is not None:
-                    return run_crashing(function, handler, event, context, invocation.crash)
+    def call(self, function: Function, event: dict[str, Any], invocation: Invocation) -> Any:
+        """Run the handler on the calling worker's container (a cold start on its first)."""
+        handler = function.containers.handler(function.new_handler)
+        process = handler if isinstance(handler, ContainerProcess) else None
+        invocation.container = process
+        context = self.context(function, invocation.request_id)
+        invocation.deadline = time.monotonic() + function.spec.timeout  # from the handler's start
+        try:
+            if invocation.crash is not None:
+                return run_crashing(function, handler, event, context, invocation.crash)
             return handler(event, context)
+        finally:
+            if process is not None:
+                function.containers.record(process)
 
     def reap(self) -> None:
-        """Fail invocations past their function's timeout and free their slots."""
+        """Fail invocations past their function's timeout or memory, kill their containers
+        and free their slots."""
+        memory_due = 0.0
         while not self.closed.is_set():
-            for mapping, invocation in self.tracker.expire(time.monotonic()):
+            now = time.monotonic()
+            for mapping, invocation in self.tracker.expire(now):
                 timeout = mapping.function.spec.timeout
                 log.warning("%s: task timed out after %s s", mapping.spec.function, timeout)
+                if invocation.container is not None:
+                    invocation.container.kill(f"Task timed out after {timeout} seconds")
                 with mapping.cond:
                     mapping.counts.timeouts += 1
                 mapping.failed(f"Task timed out after {timeout} seconds")
                 self._finish(mapping, invocation)
+            if now >= memory_due:
+                memory_due = now + _MEMORY_EVERY
+                self._kill_over_memory()
             time.sleep(0.02)
+
+    def _kill_over_memory(self) -> None:
+        """Lambda's ``Runtime.OutOfMemory``: a container past its memory size is killed."""
+        for mapping, invocation in self.tracker.running():
+            process = invocation.container
+            limit = mapping.function.spec.memory_mb
+            if process is not None and (used := process.rss_mb()) > limit:
+                log.warning("%s: %.0f MB used of %d MB", mapping.spec.function, used, limit)
+                process.kill(f"Runtime.OutOfMemory: {used:.0f} MB used of {limit} MB")
 
     def _invoke(self, mapping: MappingState, invocation: Invocation) -> None:
         result: Any = None
@@ -97,16 +120,21 @@ class Invoker:
             result = self.call(mapping.function, event, invocation)
         except BaseException as exc:  # noqa: BLE001 - a failed invocation, as on Lambda
             error = exc
+        containers = mapping.function.containers
         if not self.tracker.settle(invocation):  # timed out meanwhile: the result is ignored,
-            mapping.function.containers.retire()  # the container discarded (Lambda kills it)
+            containers.retire()  # the container discarded (killed, as Lambda kills it)
             return
+        ended = invocation.container is not None and invocation.container.ended
         try:
             if invocation.crash is not None:  # whatever the handler did: the sandbox died
                 self._crashed(mapping, invocation, error)
             else:
                 self._complete(mapping, invocation, result, error)
         finally:
-            mapping.function.containers.reusable()
+            if ended:  # killed (out of memory, chaos) or crashed: the next one starts cold
+                containers.retire()
+            else:
+                containers.reusable()
             self._finish(mapping, invocation)
 
     def _complete(
@@ -119,11 +147,12 @@ class Invoker:
         messages = invocation.messages
         if error is not None:
             log.warning(
-                "%s failed (%d messages return after the visibility timeout): %r",
+                "%s failed (%d messages return after the visibility timeout): %r%s",
                 mapping.spec.function,
                 len(messages),
                 error,
-                exc_info=error,
+                f"\n{error.trace}" if isinstance(error, HandlerError) else "",
+                exc_info=None if isinstance(error, HandlerError) else error,
             )
             mapping.failed(f"{type(error).__name__}: {error}")
             return

@@ -7,6 +7,7 @@ import threading
 from dataclasses import asdict, dataclass
 
 from stepcrawl.emulator.lambda_runtime.containers import Function
+from stepcrawl.emulator.lambda_runtime.processes import ContainerProcess
 from stepcrawl.emulator.lambda_runtime.specs import MappingSpec, Message
 from stepcrawl.emulator.lambda_runtime.stats import MappingCounts, MappingStats
 
@@ -22,6 +23,8 @@ class Invocation:
     # Chaos: None, or where the invocation dies: 0 before the handler, n > 0 at its n-th
     # project line (after it returned if it runs fewer), -1 after it returned.
     crash: int | None = None
+    #: the container process running it, once it runs on one (the reaper kills it)
+    container: ContainerProcess | None = None
 
 
 class MappingState:

@@ -1,7 +1,10 @@
 """Polling a mapping's queue and cutting what arrives into batches.
 
-One poller thread per mapping receives without waiting and sleeps when the queue is empty,
-backing off from ``idle_interval`` to ``idle_max``. Receives are kept few, since each costs
+One poller thread per mapping receives without waiting while messages come, and long-polls
+(:data:`LONG_POLL` seconds, as Lambda's pollers do) once the queue is empty: a message sent
+then is received at once, not after a back-off, and an empty queue costs one receive a
+second. (A message becoming visible again or after its delay wakes no long poll: it is seen
+at the poll's end, within a second.) Receives are kept few, since each costs
 moto time that grows with the queue's depth (docs/performance.md): with no batching window
 one receive fetches up to ``min(10, batch_size x free slots)`` messages and splits them into
 batches; with a window, receives continue until ``batch_size`` messages, 6 MB of payload or
@@ -30,10 +33,13 @@ from stepcrawl.emulator.lambda_runtime.tracker import Tracker
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
 
-__all__ = ["MAX_PAYLOAD", "Poller", "split_batches"]
+__all__ = ["LONG_POLL", "MAX_PAYLOAD", "Poller", "split_batches"]
 
 log = logging.getLogger(__name__)
 
+#: Seconds an idle mapping's receive waits for a message (Lambda's pollers wait up to 20; a
+#: second keeps the runtime's stop prompt).
+LONG_POLL: Final = 1
 #: Lambda's synchronous invocation payload limit, which also bounds an SQS batch.
 MAX_PAYLOAD: Final = 6 * 1024 * 1024
 #: Rough JSON overhead of one record besides its body (ids, attributes, ARN).
@@ -73,10 +79,11 @@ class Poller:
     idle_interval: float
     idle_max: float
     chaos: Chaos | None
+    window_scale: float = 1.0  # the share of each batching window played
 
     def run(self, mapping: MappingState) -> None:
         """A mapping's poll loop, until ``stopping`` is set."""
-        idle = self.idle_interval
+        wait = 0  # long-poll once the queue was found empty
         key = mapping.spec.key
         while not self.stopping.is_set():
             if not self._enabled(mapping):
@@ -94,7 +101,7 @@ class Poller:
                 self.dispatch(mapping, batch)
                 continue
             try:
-                received = self._gather(mapping, free)
+                received = self._gather(mapping, free, wait)
             except Exception as exc:  # noqa: BLE001 - e.g. the queue was deleted
                 log.warning("receive from %s failed: %s", mapping.spec.queue_url, exc)
                 with mapping.cond:
@@ -103,10 +110,9 @@ class Poller:
                 self.stopping.wait(self.idle_max)
                 continue
             if not received:
-                self.stopping.wait(idle)
-                idle = min(idle * 2, self.idle_max)
+                wait = LONG_POLL
                 continue
-            idle = self.idle_interval
+            wait = 0
             if gone := lost(self.chaos, mapping, received):
                 delete(self.sqs, mapping, gone)
                 received = [m for m in received if m not in gone]
@@ -139,16 +145,16 @@ class Poller:
             log.exception("enabled of %s failed", mapping.spec.key)
             return False
 
-    def _gather(self, mapping: MappingState, free: int) -> list[Message]:
+    def _gather(self, mapping: MappingState, free: int, wait: int) -> list[Message]:
         spec = mapping.spec
         if not spec.maximum_batching_window:
             # Enough for every free slot in one call: receives are what costs.
-            return receive(self.sqs, mapping, min(10, spec.batch_size * free))
-        batch = receive(self.sqs, mapping, min(10, spec.batch_size))
+            return receive(self.sqs, mapping, min(10, spec.batch_size * free), wait)
+        batch = receive(self.sqs, mapping, min(10, spec.batch_size), wait)
         if not batch:
             return batch
         size = sum(_record_size(m) for m in batch)
-        end = time.monotonic() + spec.maximum_batching_window
+        end = time.monotonic() + spec.maximum_batching_window * self.window_scale
         pause = self.idle_interval
         while len(batch) < spec.batch_size and size < MAX_PAYLOAD:
             if time.monotonic() >= end or self.stopping.is_set():

@@ -2,25 +2,24 @@
 
 from __future__ import annotations
 
-import os
 import threading
 import time
+import uuid
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from stepcrawl.emulator.lambda_runtime.bridge import AwsBridge
 from stepcrawl.emulator.lambda_runtime.chaos import Chaos
 from stepcrawl.emulator.lambda_runtime.containers import Containers, Function
-from stepcrawl.emulator.lambda_runtime.environment import (
-    EnvGate,
-    put_environ,
-    saved_environ,
-    split_environments,
-)
 from stepcrawl.emulator.lambda_runtime.invoking import Invoker
-from stepcrawl.emulator.lambda_runtime.mapping import MappingState
+from stepcrawl.emulator.lambda_runtime.mapping import Invocation, MappingState
 from stepcrawl.emulator.lambda_runtime.polling import Poller
+from stepcrawl.emulator.lambda_runtime.processes import (
+    ContainerProcess,
+    container_environment,
+)
 from stepcrawl.emulator.lambda_runtime.specs import FunctionSpec, MappingSpec
 from stepcrawl.emulator.lambda_runtime.sqs_event import LambdaContext
 from stepcrawl.emulator.lambda_runtime.stats import MappingStats
@@ -39,7 +38,14 @@ class LambdaRuntime:
 
     Give an SQS client (``sqs``) or a boto3 session (and optionally ``endpoint_url``, e.g. a
     ThreadedMotoServer's). ``concurrency_cap`` bounds every mapping's concurrency and is the
-    value of an unset ``max_concurrency``. ``chaos`` injects faults (tests only).
+    value of an unset ``max_concurrency``. ``chaos`` injects faults (tests only). A container
+    process is stopped after ``idle_timeout`` seconds without an invocation; after each
+    invocation it sends what ``container_report`` (``"module:function"``, imported in the
+    container) returns, kept per container (:meth:`container_reports`).
+    ``batching_window_scale`` (0 < scale <= 1) plays every mapping's batching window at that
+    share of its length (local runs may shorten them; Lambda waits the whole window).
+    ``preload`` names modules the containers' fork server imports once (besides the
+    third-party libraries it always does), so that a cold start does not pay for them.
     """
 
     def __init__(
@@ -55,6 +61,10 @@ class LambdaRuntime:
         idle_max: float = 0.25,
         stop_timeout: float = 10.0,
         chaos: Chaos | None = None,
+        idle_timeout: float = 600.0,
+        container_report: str | None = None,
+        batching_window_scale: float = 1.0,
+        preload: Sequence[str] = (),
     ) -> None:
         if sqs is None:
             if session is None:
@@ -65,6 +75,8 @@ class LambdaRuntime:
         self.idle_interval = idle_interval
         self.idle_max = idle_max
         self.stop_timeout = stop_timeout
+        if not 0 < batching_window_scale <= 1:
+            raise ValueError("batching_window_scale must be within (0, 1]")
         self.chaos = chaos
         self._function_specs: dict[str, FunctionSpec] = {}
         for spec in functions:
@@ -78,20 +90,22 @@ class LambdaRuntime:
         keys = Counter(m.key for m in self._mapping_specs)
         if any(n > 1 for n in keys.values()):
             raise ValueError(f"duplicate mappings: {sorted(k for k, n in keys.items() if n > 1)}")
-        self._shared_env, groups = split_environments(list(self._function_specs.values()))
-        self._gate = EnvGate(k for group in groups.values() for k, _ in group)
+        self._container_report = container_report
+        self._preload = tuple(preload)
+        self._bridge: AwsBridge | None = None
         self._functions = {
-            name: Function(spec, groups[name], Containers(name, spec.version))
+            name: Function(
+                spec,
+                Containers(name, spec.version, idle_timeout=idle_timeout),
+                self._start_container,
+            )
             for name, spec in self._function_specs.items()
         }
         self._mappings: dict[str, MappingState] = {}
-        self._saved_env: dict[str, str | None] = {}
         self._stopping = threading.Event()
         self._closed = threading.Event()
         self._tracker = Tracker()
-        self._invoker = Invoker(
-            sqs, self._tracker, self._gate, self._context, chaos=chaos, closed=self._closed
-        )
+        self._invoker = Invoker(sqs, self._tracker, self._context, chaos=chaos, closed=self._closed)
         self._poller = Poller(
             sqs,
             self._tracker,
@@ -101,16 +115,12 @@ class LambdaRuntime:
             idle_interval=idle_interval,
             idle_max=idle_max,
             chaos=chaos,
+            window_scale=batching_window_scale,
         )
         self._reaper: threading.Thread | None = None
         self._started = False
         self.region = "us-east-1"
         self.account = ACCOUNT
-
-    @property
-    def environment_switches(self) -> int:
-        """How often the gate swapped environments (0 when all functions share theirs)."""
-        return self._gate.switches
 
     # ---- lifecycle ---------------------------------------------------------------------
 
@@ -121,13 +131,13 @@ class LambdaRuntime:
         self._started = True
         try:
             mappings = [self._resolve(spec) for spec in self._mapping_specs]
-            self._saved_env = saved_environ(self._shared_env)
-            os.environ.update(self._shared_env)
-            for function in self._functions.values():
-                self._init(function)
+            self._init_all()
         except BaseException:
-            self._restore_env()
             self._closed.set()
+            for function in self._functions.values():
+                function.containers.close()
+            if self._bridge is not None:
+                self._bridge.close()
             raise
         for mapping in mappings:
             self._mappings[mapping.spec.key] = mapping
@@ -163,11 +173,45 @@ class LambdaRuntime:
             raise ValueError(f"mapping {spec.key}: a FIFO queue allows batch_size <= 10, no window")
         return MappingState(spec, function, arn, fifo, self.chaos.seed if self.chaos else None)
 
-    def _init(self, function: Function) -> None:
-        """The first container's init phase, at start: a broken handler fails early."""
-        if isinstance(function.spec.handler, str):
-            with self._gate.entered(function.group):
-                function.spare.append(function.new_handler())
+    def _init_all(self) -> None:
+        """Each function's first container, started at once (their init phases overlap): a
+        broken handler fails here, not at its first message."""
+        referenced = [f for f in self._functions.values() if isinstance(f.spec.handler, str)]
+        if not referenced:
+            return
+        self._bridge = AwsBridge()
+        errors: list[BaseException] = []
+
+        def init(function: Function) -> None:
+            try:
+                process = self._start_container(
+                    function.spec, f"lambda-{function.spec.name}-0", function.containers.log_stream
+                )
+            except BaseException as exc:  # noqa: BLE001 - raised below, once all are done
+                errors.append(exc)
+                return
+            function.containers.adopt(process)
+            function.spare.append(process)
+
+        threads = [threading.Thread(target=init, args=(f,), daemon=True) for f in referenced]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        if errors:
+            raise errors[0]
+
+    def _start_container(self, spec: FunctionSpec, name: str, log_stream: str) -> ContainerProcess:
+        assert self._bridge is not None
+        environment = container_environment(spec, region=self.region, log_stream=log_stream)
+        return ContainerProcess(
+            spec,
+            name,
+            bridge=self._bridge,
+            environment=environment,
+            report=self._container_report,
+            preload=self._preload,
+        )
 
     def _context(self, function: Function, request_id: str | None) -> LambdaContext:
         """The context of an invocation on the calling container."""
@@ -205,13 +249,9 @@ class LambdaRuntime:
             self._reaper.join(1.0)
         for function in self._functions.values():
             function.containers.close()
-        self._restore_env()
+        if self._bridge is not None:
+            self._bridge.close()
         return drained
-
-    def _restore_env(self) -> None:
-        self._gate.restore()
-        put_environ(self._saved_env)
-        self._saved_env = {}
 
     def __enter__(self) -> LambdaRuntime:
         return self.start()
@@ -235,8 +275,21 @@ class LambdaRuntime:
         return list(self._functions)
 
     def cold_starts(self) -> dict[str, int]:
-        """Containers (worker threads) started per function."""
+        """Containers started per function (by invocations; the first, started at
+        :meth:`start`, is the first of them)."""
         return {name: f.containers.cold_starts for name, f in self._functions.items()}
+
+    def init_durations(self) -> dict[str, dict[str, float]]:
+        """Per function, its container processes' measured cold starts (process start to
+        handler imported): how many, the median and the slowest, in ms."""
+        return {name: f.containers.init_summary() for name, f in self._functions.items()}
+
+    def container_reports(self) -> dict[str, Any]:
+        """What each container process's ``container_report`` said last, by container name."""
+        reports: dict[str, Any] = {}
+        for function in self._functions.values():
+            reports.update(function.containers.usage)
+        return reports
 
     @property
     def in_flight(self) -> int:
@@ -289,19 +342,23 @@ class LambdaRuntime:
             raise ValueError(f"no function named {function}")
         done = threading.Event()
         outcome: dict[str, Any] = {}
+        invocation = Invocation(str(uuid.uuid4()), [])
 
         def job() -> None:
             started = time.monotonic()
             try:
-                outcome["result"] = self._invoker.call(target, event, None)
+                outcome["result"] = self._invoker.call(target, event, invocation)
             except BaseException as exc:  # noqa: BLE001 - handed to the caller
                 outcome["error"] = exc
             done.set()
-            if time.monotonic() - started > target.spec.timeout:
+            late = time.monotonic() - started > target.spec.timeout
+            if late or (invocation.container is not None and invocation.container.ended):
                 target.containers.retire()
 
         target.containers.submit(job)
         if not done.wait(target.spec.timeout + 0.05):
+            if invocation.container is not None:  # Lambda ends the sandbox
+                invocation.container.kill(f"Task timed out after {target.spec.timeout} seconds")
             raise TimeoutError(f"{function}: task timed out after {target.spec.timeout} s")
         if "error" in outcome:
             raise outcome["error"]

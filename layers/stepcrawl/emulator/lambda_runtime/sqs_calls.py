@@ -26,13 +26,13 @@ def _chunks(messages: list[Message]) -> Iterator[list[Message]]:
         yield messages[i : i + _BATCH_ENTRIES]
 
 
-def receive(sqs: SQSClient, mapping: MappingState, count: int) -> list[Message]:
-    # WaitTimeSeconds=0 explicitly: a queue's own ReceiveMessageWaitTimeSeconds would
-    # otherwise make moto long-poll, and the poller sleeps on its own terms.
+def receive(sqs: SQSClient, mapping: MappingState, count: int, wait: int = 0) -> list[Message]:
+    # WaitTimeSeconds always explicit: a queue's own ReceiveMessageWaitTimeSeconds would
+    # otherwise decide how long moto long-polls.
     response = sqs.receive_message(
         QueueUrl=mapping.spec.queue_url,
         MaxNumberOfMessages=count,
-        WaitTimeSeconds=0,
+        WaitTimeSeconds=wait,
         MessageSystemAttributeNames=["All"],
         MessageAttributeNames=["All"],
     )

@@ -69,6 +69,11 @@ class Tracker:
                     expired.append((mapping, invocation))
         return expired
 
+    def running(self) -> list[tuple[MappingState, Invocation]]:
+        """The invocations running now (not settled)."""
+        with self._lock:
+            return [(m, i) for m, i in self._running.values() if not i.done]
+
     def finished(self, invocation: Invocation) -> None:
         with self._lock:
             self._running.pop(invocation.request_id, None)
