@@ -83,3 +83,29 @@ def test_other_threads_list_every_metric_meanwhile(cloudwatch: Any) -> None:
     finally:
         stop.set()
         reader.join()
+
+
+def test_list_metrics_lists_each_metric_once(cloudwatch: Any) -> None:
+    # CloudWatch lists metrics (namespace, name, dimensions), not datapoints: three more
+    # datapoints of the task's series, and of a second task's, add one metric.
+    for _ in range(3):
+        _put(cloudwatch, 1, service="parse", pipeline="shop", task="crawl")
+        _put(cloudwatch, 1, service="parse", pipeline="shop", task="other")
+    listed = [
+        (m["MetricName"], sorted((d["Name"], d["Value"]) for d in m["Dimensions"]))
+        for page in cloudwatch.get_paginator("list_metrics").paginate(Namespace="stepcrawl")
+        for m in page["Metrics"]
+    ]
+    assert sorted(listed) == sorted(
+        [
+            ("PagesRecorded", []),
+            ("PagesRecorded", [("service", "parse")]),
+            ("PagesRecorded", [("pipeline", "shop"), ("service", "parse"), ("task", "crawl")]),
+            ("PagesRecorded", [("pipeline", "shop"), ("service", "parse"), ("task", "other")]),
+        ]
+    )
+    # moto's own filter still applies: the metrics including a dimension value.
+    with_task = cloudwatch.list_metrics(
+        Namespace="stepcrawl", Dimensions=[{"Name": "task", "Value": "other"}]
+    )["Metrics"]
+    assert len(with_task) == 1

@@ -29,6 +29,7 @@ MOTO_USERS = {
     "emulator/moto_patches.py",
     "emulator/moto_fastpath.py",
     "emulator/moto_sqs.py",
+    "emulator/moto_cloudwatch.py",
 }
 
 

@@ -56,7 +56,6 @@ from functools import cache, wraps
 from typing import Any
 
 import botocore.session
-from moto.cloudwatch.models import CloudWatchBackend
 from moto.dynamodb.comparisons import (
     AttributePath,
     AttributeValue,
@@ -79,6 +78,7 @@ from moto.stepfunctions.parser.asl.eval.environment import Environment
 from moto.stepfunctions.parser.asl.eval.program_state import ProgramStopped
 from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
 
+from stepcrawl.emulator.moto_cloudwatch import cloudwatch_patches
 from stepcrawl.emulator.moto_fastpath import fastpath_patches, table_patches
 from stepcrawl.emulator.moto_sqs import sqs_clock_patches, sqs_patches
 
@@ -363,47 +363,6 @@ def _kms_key_tags_from_cloudformation(original: Any) -> Any:
     return classmethod(from_cloudformation)
 
 
-#: ``dims``: the dimensions the GetMetricStatistics call running on this thread reads
-#: exactly (None outside one).
-_EXACT_DIMENSIONS = threading.local()
-
-
-def _exact_dimensions(original: Callable[..., Any]) -> Callable[..., Any]:
-    """GetMetricStatistics reads the one metric whose dimensions are exactly the requested
-    ones (CloudWatch: "you must specify the same dimensions that were used when the metrics
-    were created"; no dimensions: the metric without any). moto matches any metric that
-    *includes* them, so a series printed with several dimension sets (a function's total and
-    its per-task series) is counted once per set.
-
-    The call's own thread only (:func:`_exact_metrics`): the backend is shared, and a filter
-    on it would hide the other metrics from a ListMetrics made meanwhile by another thread
-    (the report's, beside the scaler's and the alarms' reads: metrics missing on a busy box)."""
-
-    def get_metric_statistics(self: Any, *args: Any, **kwargs: Any) -> Any:
-        dims = kwargs.get("dimensions", args[6] if len(args) > 6 else None) or []
-        _EXACT_DIMENSIONS.dims = {(d["Name"], d.get("Value")) for d in dims}
-        try:
-            return original(self, *args, **kwargs)
-        finally:
-            _EXACT_DIMENSIONS.dims = None
-
-    return get_metric_statistics
-
-
-def _exact_metrics(original: Callable[..., Any]) -> Callable[..., Any]:
-    """The backend's metrics, those of exactly the wanted dimensions inside this thread's
-    GetMetricStatistics call (:func:`_exact_dimensions`); all of them otherwise."""
-
-    def get_all_metrics(self: Any) -> list[Any]:
-        every: list[Any] = original(self)
-        wanted = getattr(_EXACT_DIMENSIONS, "dims", None)
-        if wanted is None:
-            return every
-        return [md for md in every if {(d.name, d.value) for d in md.dimensions} == wanted]
-
-    return get_all_metrics
-
-
 def apply_moto_patches() -> None:
     """Make moto behave like AWS where stepcrawl depends on it (safe to call many times)."""
     cls = aws_sdk.StateTaskServiceAwsSdk
@@ -432,12 +391,7 @@ def apply_moto_patches() -> None:
         ),
         *fastpath_patches(),
         *sqs_patches(),
-        (
-            CloudWatchBackend,
-            "get_metric_statistics",
-            _exact_dimensions(CloudWatchBackend.get_metric_statistics),
-        ),
-        (CloudWatchBackend, "get_all_metrics", _exact_metrics(CloudWatchBackend.get_all_metrics)),
+        *cloudwatch_patches(),
         (cls, _MARK, True),
     ]
     for owner, name, value in patches:
