@@ -15,6 +15,7 @@ local container reaches only the emulator.
 
 from __future__ import annotations
 
+import functools
 import logging
 import secrets
 import shutil
@@ -114,15 +115,9 @@ def _over_http(request: Any) -> tuple[int, dict[str, str], bytes]:
     return response.status_code, dict(response.headers), response.content
 
 
-_session_lock = threading.Lock()
-_sessions: list[Any] = []
-
-
+@functools.cache
 def _http_session() -> Any:
     """botocore's own HTTP sender, made once."""
-    with _session_lock:
-        if not _sessions:
-            from botocore.httpsession import URLLib3Session  # noqa: PLC0415
+    from botocore.httpsession import URLLib3Session  # noqa: PLC0415
 
-            _sessions.append(URLLib3Session())
-        return _sessions[0]
+    return URLLib3Session()

@@ -47,7 +47,7 @@ class Containers:
         self.cold_starts = 0
         self.idle_stops = 0
         self.init_ms: list[float] = []  # each container process's cold start
-        self.usage: dict[str, Any] = {}  # per container, what its report said last
+        self._usage: dict[str, Any] = {}  # per container, what its report said last
 
     def submit(self, job: Callable[[], None]) -> None:
         self._jobs.append(job)
@@ -85,7 +85,12 @@ class Containers:
         """Keep what a container process reported after an invocation."""
         if process.report is not None:
             with self._lock:
-                self.usage[process.name] = process.report
+                self._usage[process.name] = process.report
+
+    def reports(self) -> dict[str, Any]:
+        """What each container process reported last, by container name."""
+        with self._lock:
+            return dict(self._usage)
 
     @property
     def log_stream(self) -> str:

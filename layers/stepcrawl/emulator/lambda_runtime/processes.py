@@ -67,7 +67,9 @@ class ContainerDied(Exception):  # noqa: N818 - what happened, as Lambda's log s
 
 
 def _server_environment() -> dict[str, str]:
-    """The fork server's own: what an interpreter needs, no function's, no AWS settings."""
+    """What an interpreter of ours needs (the fork server's whole environment, and the base
+    of a container's): :data:`_INHERITED`, and where the library is (Lambda's equivalent:
+    ``PYTHONPATH=/var/runtime:/opt/python``)."""
     return {k: os.environ[k] for k in _INHERITED if k in os.environ} | {
         "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)
     }
@@ -75,7 +77,6 @@ def _server_environment() -> dict[str, str]:
 
 def container_environment(spec: FunctionSpec, *, region: str, log_stream: str) -> dict[str, str]:
     """The environment a container of ``spec`` starts with (see the module docstring)."""
-    inherited = {k: os.environ[k] for k in _INHERITED if k in os.environ}
     reserved = {
         "AWS_LAMBDA_FUNCTION_NAME": spec.name,
         "AWS_LAMBDA_FUNCTION_VERSION": spec.version,
@@ -85,13 +86,11 @@ def container_environment(spec: FunctionSpec, *, region: str, log_stream: str) -
         "AWS_REGION": region,
         "AWS_DEFAULT_REGION": region,
         "AWS_EXECUTION_ENV": f"AWS_Lambda_python{sys.version_info.major}.{sys.version_info.minor}",
-        # Where the container's interpreter finds the library (Lambda: /var/runtime:/opt/python)
-        "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
         # No developer profile, region or credentials from ~/.aws: the function's own only.
         "AWS_CONFIG_FILE": os.devnull,
         "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
     }
-    return inherited | reserved | dict(spec.environment)
+    return _server_environment() | reserved | dict(spec.environment)
 
 
 class ContainerProcess:

@@ -288,7 +288,7 @@ class LambdaRuntime:
         """What each container process's ``container_report`` said last, by container name."""
         reports: dict[str, Any] = {}
         for function in self._functions.values():
-            reports.update(function.containers.usage)
+            reports.update(function.containers.reports())
         return reports
 
     @property
