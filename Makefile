@@ -2,22 +2,26 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml requirements/dev.txt | cksum | cut -d' ' -f1)
+# How the lock is exported for pip (tests/infra/test_lockfile.py checks the files are current).
+LOCK_EXPORT := export --frozen --offline --format requirements-txt --no-header --no-emit-project
 OUT    ?= out
 NPM_STAMP := node_modules/.package-lock.json
 
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
-.PHONY: help setup demo test lint typecheck pytest schema synth sbom audit deploy clean console
+.PHONY: help setup demo test lint typecheck pytest schema synth sbom audit deploy clean console lock lockcheck
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
 
-$(STAMP): pyproject.toml
+# Every distribution from the lock, each checked against its hash; then stepcrawl itself.
+$(STAMP): pyproject.toml requirements/dev.txt
 	$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11) and "stepcrawl needs Python 3.11+")'
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet --require-hashes -r requirements/dev.txt
+	$(BIN)/python -m pip install --quiet --no-deps -e .
 	rm -f $(VENV)/.installed-*
 	touch $@
 
@@ -32,7 +36,19 @@ demo: $(STAMP)  ## the main job: crawl the bundled demo shop end to end, then co
 		$(BIN)/stepcrawl compile $$f --format mermaid --out $(OUT)/$$n.mmd || exit 1; \
 	done
 
-test: lint typecheck pytest  ## everything CI runs: ruff, mypy --strict, the whole pytest suite
+test: lockcheck lint typecheck pytest  ## everything CI runs: the lock, ruff, mypy --strict, the whole pytest suite
+
+lock: $(STAMP)  ## re-resolve uv.lock from pyproject.toml (UPGRADE=1: newest allowed) and export requirements/*.txt
+	$(BIN)/uv lock $(if $(UPGRADE),--upgrade,)
+	$(BIN)/uv $(LOCK_EXPORT) --extra dev > requirements/dev.txt
+	$(BIN)/uv $(LOCK_EXPORT) --extra dev --extra bench > requirements/bench.txt
+
+lockcheck: $(STAMP)  ## fail when pyproject.toml, uv.lock and requirements/*.txt disagree
+	@$(BIN)/uv lock --check --offline || { echo "uv.lock is stale: run 'make lock'"; exit 1; }
+	@$(BIN)/uv $(LOCK_EXPORT) --extra dev | diff -q - requirements/dev.txt >/dev/null \
+		|| { echo "requirements/dev.txt is stale: run 'make lock'"; exit 1; }
+	@$(BIN)/uv $(LOCK_EXPORT) --extra dev --extra bench | diff -q - requirements/bench.txt >/dev/null \
+		|| { echo "requirements/bench.txt is stale: run 'make lock'"; exit 1; }
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -7,7 +7,7 @@ drain, direction reversals, peak, ticks of 429s) and writes ``docs/img/scaling-<
 
     .venv/bin/python bench/scaler_sim.py [--noise 0.1 --seed 3] [--out docs/img] [--no-plots]
 
-matplotlib is a bench-only dependency (``pip install -e '.[bench]'``).
+matplotlib is a bench-only dependency (``pip install --require-hashes -r requirements/bench.txt``).
 """
 
 from __future__ import annotations

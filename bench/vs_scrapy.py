@@ -10,7 +10,7 @@ time excluded and reported separately). `stepcrawl run` runs twice: with the bat
 the stack deploys (fetch waits up to 1 s for a full batch, as Lambda does) and with
 `--short-windows` (a tenth of that), each ratio printed.
 
-    pip install -e '.[dev,bench]'
+    .venv/bin/pip install --require-hashes -r requirements/bench.txt
     .venv/bin/python bench/vs_scrapy.py [--categories 8 --products 100] [--repeat 1]
 """
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from aws_cdk import App, Tags, Validations
 from cdk_nag import AwsSolutionsChecks
 
+from infra import package_size
 from infra.config import StackConfig
 from infra.nag import acknowledge_reviewed_findings
 from infra.stack import StepcrawlStack
@@ -37,8 +39,10 @@ def build_app(
 
 
 def main() -> None:
-    app, _ = build_app()
-    app.synth()
+    app, stack = build_app()
+    assembly = app.synth()
+    # Lambda refuses a package over its unzipped limit only at deploy: say it now.
+    package_size.report(Path(assembly.directory), stack.artifact_id)
 
 
 if __name__ == "__main__":

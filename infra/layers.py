@@ -23,10 +23,12 @@ from constructs import Construct
 from infra import bundling
 from infra.config import REPO_ROOT
 
-__all__ = ["LIBRARY_DIR", "PIPELINES_MOUNT", "LibraryLayer", "LocalBuild", "PipelinesLayer"]
+__all__ = ["LIBRARY_DIR", "LOCK", "PIPELINES_MOUNT", "LibraryLayer", "LocalBuild", "PipelinesLayer"]
 
 LIBRARY_DIR: Final = REPO_ROOT / "layers" / "stepcrawl"
 PYPROJECT: Final = REPO_ROOT / "pyproject.toml"
+#: The one lock of every Python distribution (``make lock``); the layer installs from it.
+LOCK: Final = REPO_ROOT / "uv.lock"
 LAYER_CACHE: Final = REPO_ROOT / ".build" / "layer"
 #: Where the pipelines layer puts the pipeline files in a function (layers unpack in /opt).
 PIPELINES_MOUNT: Final = "/opt/pipelines"
@@ -64,14 +66,14 @@ class LibraryLayer(Construct):
 
     def __init__(self, scope: Construct, construct_id: str) -> None:
         super().__init__(scope, construct_id)
-        self.requirements = bundling.runtime_requirements(PYPROJECT)
+        self.requirements = bundling.layer_requirements(LOCK)
         self.asset_hash = bundling.library_layer_hash(self.requirements, LIBRARY_DIR)
 
         def build(output: Path) -> None:
             built = bundling.build_library_layer(
                 self.requirements, LIBRARY_DIR, LAYER_CACHE, self.asset_hash
             )
-            bundling.copy_tree(built, output)
+            bundling.copy_layer_zip(built, output)
 
         self.layer = lambda_.LayerVersion(
             self,

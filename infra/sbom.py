@@ -1,11 +1,11 @@
 """``make sbom``: a CycloneDX SBOM of the Lambda layer's exact dependency set.
 
 The set is what the library layer really holds: the distributions pip installed into it for
-the Lambda platform (:mod:`infra.bundling`; built or reused from ``.build/layer``), each
-pinned to the version of its ``.dist-info``. The CycloneDX tool (``cyclonedx-py``, the
-cyclonedx-bom distribution) turns that pinned list into the SBOM, with stepcrawl itself (from
-``pyproject.toml``) as the root component. ``make audit`` runs pip-audit on the same list
-where the network allows (docs/operations.md).
+the Lambda platform from ``uv.lock`` (:mod:`infra.bundling`; built or reused from
+``.build/layer``), each pinned to the version of its ``.dist-info``. The CycloneDX tool
+(``cyclonedx-py``, the cyclonedx-bom distribution) turns that pinned list into the SBOM,
+with stepcrawl itself (from ``pyproject.toml``) as the root component. ``make audit`` runs
+pip-audit on the same list where the network allows (docs/operations.md).
 
     python -m infra.sbom [--out cdk.out/sbom.cdx.json] [--requirements-out FILE]
 """
@@ -23,7 +23,7 @@ from typing import Final
 
 from infra import bundling
 from infra.config import REPO_ROOT
-from infra.layers import LAYER_CACHE
+from infra.layers import LAYER_CACHE, LOCK
 
 __all__ = ["SBOM_PATH", "layer_site", "main", "pinned", "write_sbom"]
 
@@ -33,7 +33,7 @@ SBOM_PATH: Final = REPO_ROOT / "cdk.out" / "sbom.cdx.json"
 
 def layer_site() -> Path:
     """The library layer's ``python/`` directory, built if it is not cached yet."""
-    requirements = bundling.runtime_requirements(REPO_ROOT / "pyproject.toml")
+    requirements = bundling.layer_requirements(LOCK)
     library = REPO_ROOT / "layers" / "stepcrawl"
     layer_hash = bundling.library_layer_hash(requirements, library)
     return bundling.build_library_layer(requirements, library, LAYER_CACHE, layer_hash) / "python"

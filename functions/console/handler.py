@@ -5,14 +5,15 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from aws_lambda_powertools import Logger, Tracer
+from aws_lambda_powertools import Logger
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from stepcrawl.console.aws import api_from_env, handle
+from stepcrawl.telemetry.tracing import handler_tracer
 
 logger = Logger(service="console")
-tracer = Tracer(service="console")
+tracer = handler_tracer("console")
 #: The container's API over its stage (its clients are reused by every invocation).
 container_api = functools.cache(api_from_env)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools import Logger, Tracer
+from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.batch import (
     BatchProcessor,
     EventType,
@@ -13,11 +13,14 @@ from aws_lambda_powertools.utilities.batch import (
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+# Its stage loads in the init (where Lambda measures the cold start), not at the first call.
+import stepcrawl.crawl.dispatch  # noqa: F401
 from stepcrawl.crawl.entrypoints import dispatch_record
 from stepcrawl.runtime import log_metrics, services_from_env
+from stepcrawl.telemetry.tracing import handler_tracer
 
 logger = Logger(service="dispatch")
-tracer = Tracer(service="dispatch")
+tracer = handler_tracer("dispatch")
 processor = BatchProcessor(event_type=EventType.SQS)
 
 

@@ -4,23 +4,27 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools import Logger, Tracer
-from aws_lambda_powertools.utilities.parser import parse
-from aws_lambda_powertools.utilities.parser.models import SqsModel
+from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+# Its stage and the HTTP stack (httpx, aiohttp) load in the init, where Lambda measures the
+# cold start, not at the first call.
+import stepcrawl.crawl.fetch_stage
+import stepcrawl.fetch.client  # noqa: F401
 from stepcrawl.crawl.entrypoints import fetch_records
+from stepcrawl.crawl.sqs_batch import SqsBatch
 from stepcrawl.runtime import container_fetcher, container_loop, log_metrics, services_from_env
+from stepcrawl.telemetry.tracing import handler_tracer
 
 logger = Logger(service="fetch")
-tracer = Tracer(service="fetch")
+tracer = handler_tracer("fetch")
 
 
 @log_metrics("fetch")
 @tracer.capture_lambda_handler
 @logger.inject_lambda_context
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    batch = parse(event=event, model=SqsModel)
+    batch = SqsBatch.of(event)
     return fetch_records(
         services_from_env(),
         container_fetcher(),

@@ -8,14 +8,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools import Logger, Tracer
+from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.parser import event_parser
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from stepcrawl.alerts import SnsEvent, notify_from_env
+from stepcrawl.telemetry.tracing import handler_tracer
 
 logger = Logger(service="notify")
-tracer = Tracer(service="notify")
+tracer = handler_tracer("notify")
 
 
 @tracer.capture_lambda_handler

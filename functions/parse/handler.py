@@ -4,16 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools import Logger, Tracer
-from aws_lambda_powertools.utilities.parser import parse
-from aws_lambda_powertools.utilities.parser.models import SqsModel
+from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+# Its stage loads in the init (where Lambda measures the cold start), not at the first call.
+import stepcrawl.crawl.parse_stage  # noqa: F401
 from stepcrawl.crawl.entrypoints import parse_records
+from stepcrawl.crawl.sqs_batch import SqsBatch
 from stepcrawl.runtime import log_metrics, services_from_env
+from stepcrawl.telemetry.tracing import handler_tracer
 
 logger = Logger(service="parse")
-tracer = Tracer(service="parse")
+tracer = handler_tracer("parse")
 
 
 @log_metrics("parse")
@@ -21,5 +23,5 @@ tracer = Tracer(service="parse")
 @logger.inject_lambda_context
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     # The whole batch at once: its bundles' items go to one S3 object, not one per bundle.
-    batch = parse(event=event, model=SqsModel)
+    batch = SqsBatch.of(event)
     return parse_records(services_from_env(), batch.Records)

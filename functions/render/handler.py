@@ -8,25 +8,27 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools import Logger, Tracer
-from aws_lambda_powertools.utilities.parser import parse
-from aws_lambda_powertools.utilities.parser.models import SqsModel
+from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+# Its stage loads in the init (where Lambda measures the cold start), not at the first call.
+import stepcrawl.crawl.fetch_stage  # noqa: F401
 from stepcrawl.crawl.entrypoints import fetch_records
 from stepcrawl.crawl.render import render_services
+from stepcrawl.crawl.sqs_batch import SqsBatch
 from stepcrawl.pipeline.render_options import MAX_RENDER_TIMEOUT
 from stepcrawl.runtime import container_browser, container_loop, log_metrics, services_from_env
+from stepcrawl.telemetry.tracing import handler_tracer
 
 logger = Logger(service="render")
-tracer = Tracer(service="render")
+tracer = handler_tracer("render")
 
 
 @log_metrics("render")
 @tracer.capture_lambda_handler
 @logger.inject_lambda_context
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    batch = parse(event=event, model=SqsModel)
+    batch = SqsBatch.of(event)
     services = render_services(services_from_env())
     return fetch_records(
         services,

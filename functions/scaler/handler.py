@@ -6,7 +6,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from aws_lambda_powertools import Logger, Tracer
+from aws_lambda_powertools import Logger
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
 from aws_lambda_powertools.utilities.parser import event_parser
 from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -14,9 +14,10 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from stepcrawl.environment import ScalerEnvironment
 from stepcrawl.names import METRICS_NAMESPACE
 from stepcrawl.scaling.aws import ScalerEvent, scale_from_env
+from stepcrawl.telemetry.tracing import handler_tracer
 
 logger = Logger(service="scaler")
-tracer = Tracer(service="scaler")
+tracer = handler_tracer("scaler")
 #: What this container's sampling rule already logged once (kept across its ticks).
 told: set[str] = set()
 

@@ -17,7 +17,6 @@ from stepcrawl.crawl.context import (
 )
 from stepcrawl.environment import TableEnvironment, WorkerEnvironment
 from stepcrawl.errors import ConfigError
-from stepcrawl.fetch import Fetcher
 from stepcrawl.storage import Meter, Table, Usage
 from stepcrawl.telemetry.emf import publish_metrics
 from stepcrawl.telemetry.levels import LogLevels, TelemetryCache
@@ -26,6 +25,7 @@ from stepcrawl.telemetry.shedding import TelemetryLevel
 
 if TYPE_CHECKING:
     from stepcrawl.fetch.browser import BrowserFetcher
+    from stepcrawl.fetch.client import Fetcher
 
 __all__ = [
     "apply_telemetry",
@@ -242,6 +242,7 @@ def container_fetcher() -> Fetcher:
     fetcher: Fetcher | None = getattr(_container, "fetcher", None)
     if fetcher is None:
         # proxy credentials from Secrets Manager (Powertools Parameters, cached per process)
+        from stepcrawl.fetch.client import Fetcher  # noqa: PLC0415 - not in parse's init
         from stepcrawl.fetch.proxy import read_proxy_secret as read_secret  # noqa: PLC0415
 
         fetcher = _container.fetcher = Fetcher(secrets=read_secret)

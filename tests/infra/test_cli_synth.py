@@ -11,11 +11,12 @@ import os
 import subprocess
 import sys
 import time
+import zipfile
 from pathlib import Path
 from typing import Any
 
 import pytest
-from infra.bundling import distribution_name, runtime_requirements
+from infra.bundling import RUNTIME_EXCLUDED, distribution_name, runtime_requirements
 from infra.layers import PYPROJECT
 
 from stepcrawl.pipeline import discover
@@ -58,6 +59,7 @@ def assembly(tmp_path_factory: pytest.TempPathFactory) -> Path:
         timeout=840,
     )
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-8000:]
+    (out.parent / "synth-output.txt").write_text(result.stdout + result.stderr)
     print(f"cdk synth (layers built or cached): {time.monotonic() - started:.1f} s")
     return out
 
@@ -86,25 +88,39 @@ def test_the_pinned_cli_is_installed() -> None:
 
 def test_library_layer_holds_the_library_and_lambda_platform_wheels(assembly: Path) -> None:
     layer = layer_dir(assembly, "stepcrawl-dev/Library/Layer/Resource")
-    site = layer / "python"
-    assert (site / "stepcrawl" / "__init__.py").is_file()
-    assert (site / "stepcrawl" / "names.py").read_bytes() == (
-        REPO / "layers" / "stepcrawl" / "names.py"
-    ).read_bytes()
-    assert not list(site.rglob("__pycache__"))
-    installed = {distribution_name(p.name.split("-")[0]) for p in site.glob("*.dist-info")}
+    assert layer.is_file()  # the build's own reproducible zip, uploaded as it is
+    with zipfile.ZipFile(layer) as archive:
+        names = archive.namelist()
+        total = sum(info.file_size for info in archive.infolist())
+        names_py = archive.read("python/stepcrawl/names.py")
+    assert names_py == (REPO / "layers" / "stepcrawl" / "names.py").read_bytes()
+    assert "python/stepcrawl/__init__.py" in names
+    # Bytecode of the runtime's Python for every module, the library's included.
+    assert "python/stepcrawl/__pycache__/names.cpython-312.pyc" in names
+    assert not [n for n in names if n.endswith(".pyc") and "cpython-312" not in n]
+    installed = {
+        distribution_name(n.split("/")[1].split("-")[0])
+        for n in names
+        if n.count("/") == 2 and n.split("/")[1].endswith(".dist-info")
+    }
     wanted = {distribution_name(r) for r in runtime_requirements(PYPROJECT)}
     assert wanted <= installed
-    assert not installed & {"boto3", "botocore", "s3transfer", "typer", "rich", "moto"}
-    assert not (site / "bin").exists()
+    assert not installed & set(RUNTIME_EXCLUDED)
+    assert not [n for n in names if n.startswith("python/bin/")]
     # Compiled extensions are for Linux on arm64, CPython 3.12.
-    extensions = [p.name for p in site.rglob("*.so")]
+    extensions = [n for n in names if n.endswith(".so")]
     assert extensions
     assert any("cpython-312-aarch64-linux-gnu" in name for name in extensions), extensions[:5]
     assert not [n for n in extensions if "x86_64" in n or "cpython-311" in n]
-    total = size(layer)
     print(f"library layer unzipped: {total / 1e6:.1f} MB")
     assert total < UNZIPPED_LIMIT // 2
+
+
+def test_the_synth_prints_each_functions_size(assembly: Path) -> None:
+    sizes = (assembly.parent / "synth-output.txt").read_text()
+    for name in ("Dispatch", "Fetch", "Parse", "Sweeper", "Scaler", "Notify"):
+        assert f"package size Workers/{name}/Function: " in sizes, sizes[-2000:]
+    assert "MB unzipped (code " in sizes
 
 
 def test_pipelines_layer_holds_the_pipeline_files(assembly: Path) -> None:

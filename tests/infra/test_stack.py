@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from aws_cdk.assertions import Match
 from infra.access import BODIES, ITEMS, LOG_SPILLS, QUARANTINE, load_prefix_pattern
-from infra.bundling import library_layer_hash, runtime_requirements
+from infra.bundling import layer_requirements, library_layer_hash
 from infra.functions import DISPATCH, FETCH, PARSE, SWEEP_RATE, SWEEPER
-from infra.layers import LIBRARY_DIR, PIPELINES_MOUNT, PYPROJECT
+from infra.layers import LIBRARY_DIR, LOCK, PIPELINES_MOUNT
 from infra.pipelines import SUBSTITUTED, PipelineError, construct_name, load_pipelines
 
 from stepcrawl import names
@@ -341,17 +341,18 @@ def test_layers_for_python_312_arm64(default) -> None:
     for layer in layers.values():
         assert layer["Properties"]["CompatibleRuntimes"] == ["python3.12"]
         assert layer["Properties"]["CompatibleArchitectures"] == ["arm64"]
-    expected = library_layer_hash(runtime_requirements(PYPROJECT), LIBRARY_DIR)
+    expected = library_layer_hash(layer_requirements(LOCK), LIBRARY_DIR)
     assert default.stack.library.asset_hash == expected
 
 
 def test_a_requirement_change_changes_the_library_layer_asset(
     default, synthesize, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The asset-hash trap: CDK would hash only the source folder; ours covers requirements."""
-    real = runtime_requirements
+    """The asset-hash trap: CDK would hash only the source folder; ours covers the pins."""
+    real = layer_requirements
     monkeypatch.setattr(
-        "infra.bundling.runtime_requirements", lambda path: [*real(path), "extra-package>=1"]
+        "infra.bundling.layer_requirements",
+        lambda lock: [*real(lock), "extra-package==1.0 --hash=sha256:00"],
     )
     changed = synthesize()
     library = default.logical_id(default.stack.library.layer)

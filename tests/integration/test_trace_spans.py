@@ -82,3 +82,52 @@ def test_a_crawl_traces_its_fetches_extractions_and_commits(
     assert set(first.metadata) == {"urls_per_host", "slowest_ms"}
     commits = [s for s in provider.subsegments if s.name == "parse.commit"]
     assert all(s.annotations["bundles"] >= 1 for s in commits)
+
+
+def test_a_handler_tracer_is_powertools_where_tracing_is_on_and_free_elsewhere() -> None:
+    from aws_lambda_powertools import Tracer  # noqa: PLC0415
+
+    from stepcrawl.telemetry.tracing import handler_tracer  # noqa: PLC0415
+
+    def handler(event: dict[str, Any], context: object) -> dict[str, Any]:
+        return {"seen": event}
+
+    on = {"AWS_LAMBDA_FUNCTION_NAME": "stepcrawl-test-fetch"}
+    assert isinstance(handler_tracer("fetch", on), Tracer)
+    for off in ({}, {**on, "POWERTOOLS_TRACE_DISABLED": "true"}):
+        tracer = handler_tracer("fetch", off)
+        assert not isinstance(tracer, Tracer)
+        assert tracer.capture_lambda_handler(handler) is handler
+        assert tracer.capture_lambda_handler(capture_response=False)(handler) is handler
+
+
+def test_off_the_handlers_never_import_the_xray_sdk() -> None:
+    """Cold start with tracing off: importing every handler loads no X-Ray SDK."""
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+    from pathlib import Path  # noqa: PLC0415
+
+    functions = Path(__file__).resolve().parents[2] / "functions"
+    probe = (
+        "import importlib.util, sys\n"
+        "for path in sys.argv[1:]:\n"
+        "    name = 'handler_%d' % len(sys.modules)\n"
+        "    spec = importlib.util.spec_from_file_location(name, path)\n"
+        "    spec.loader.exec_module(importlib.util.module_from_spec(spec))\n"
+        "print(sorted(m for m in sys.modules if m.startswith('aws_xray_sdk')))\n"
+    )
+    handlers = [str(p) for p in sorted(functions.glob("*/handler.py")) if p.parent.name != "render"]
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "POWERTOOLS_TRACE_DISABLED": "true",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", probe, *handlers],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "[]"

@@ -19,6 +19,7 @@ AWS_ADAPTERS = {
     "emulator/moto_patches.py",
     "emulator/moto_fastpath.py",
     "scaling/aws.py",
+    "preflight/aws.py",  # preflight's checks: a session's clients, each call's answer or refusal
     "secret_store.py",  # Powertools Parameters: Secrets Manager and SSM through boto3
 }
 AWS_ADAPTER_PACKAGES = ("emulator/lambda_runtime/", "storage/aws/")
@@ -30,6 +31,7 @@ MOTO_USERS = {
     "emulator/moto_fastpath.py",
     "emulator/moto_sqs.py",
     "emulator/moto_cloudwatch.py",
+    "emulator/moto_quotas.py",
 }
 
 
@@ -81,7 +83,7 @@ def test_handlers_import_neither_the_sdk_nor_http_clients() -> None:
 #: The library's packages by tier, lowest first: a package imports only packages of lower
 #: tiers (and its own modules). Top-level modules count as packages of their own name.
 TIERS: tuple[tuple[str, frozenset[str]], ...] = (
-    ("foundation: errors and names", frozenset({"stepcrawl", "errors", "names"})),
+    ("foundation: errors and names", frozenset({"stepcrawl", "errors", "names", "lazy_exports"})),
     (
         "the functions' sizes and environment models",
         frozenset({"functions_spec", "environment"}),
@@ -98,8 +100,9 @@ TIERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("the engine", frozenset({"crawl"})),
     ("a run as a client sees it", frozenset({"run_status"})),
     (
-        "beside the engine: scaling, the deployed stack, the emulator, the test harness",
-        frozenset({"scaling", "deployment", "emulator", "testing"}),
+        "beside the engine: scaling, the deployed stack and its preflight, the emulator, "
+        "the test harness",
+        frozenset({"scaling", "deployment", "preflight", "emulator", "testing"}),
     ),
     ("the functions' runtime, diagnosis", frozenset({"runtime", "diagnose"})),
     ("outputs: reports, the console", frozenset({"reports", "console"})),

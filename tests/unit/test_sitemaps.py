@@ -1,4 +1,4 @@
-"""Sitemaps: parsing (usp behind a strict expat pass), what a task visits, the pipeline keys,
+"""Sitemaps: parsing (one strict expat pass), what a task visits, the pipeline keys,
 and the engine reading a real site on 127.0.0.1 only through its sitemaps."""
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ CAP = 1_000_000
 
 
 def naive(*parts: int) -> datetime:
-    """A lastmod as usp reads one without an offset (read as UTC by the task)."""
+    """A lastmod without an offset, as read (naive; the task reads it as UTC)."""
     return datetime(*parts)  # noqa: DTZ001
 
 
@@ -149,18 +149,53 @@ def test_entities_are_never_expanded_nor_fetched(tmp_path: Path) -> None:
     assert time.perf_counter() - started < 1
 
 
-def test_a_plain_text_sitemap_and_feeds_are_read_by_usp() -> None:
-    text = b"https://a.example/t1\n\n  https://a.example/t2  \nnot a url\n"
+def test_a_plain_text_sitemap_and_feeds_are_read() -> None:
+    text = b"https://a.example/t1\n\n  https://a.example/t2  \nnot a url\n/relative\n"
     assert [u for u, _ in read(text, "text/plain").pages] == [
         "https://a.example/t1",
         "https://a.example/t2",
     ]
     rss = (
         b'<?xml version="1.0"?><rss version="2.0"><channel><title>t</title>'
+        b"<link>https://a.example/</link>"  # the channel's own link is no entry
         b"<item><title>x</title><link>https://a.example/news/1</link>"
-        b"<pubDate>Tue, 03 Feb 2026 10:00:00 GMT</pubDate></item></channel></rss>"
+        b"<pubDate>Tue, 03 Feb 2026 10:00:00 GMT</pubDate></item>"
+        b"<item><title>no link</title></item></channel></rss>"
     )
-    assert [u for u, _ in read(rss).pages] == ["https://a.example/news/1"]
+    assert read(rss).pages == [
+        ("https://a.example/news/1", datetime(2026, 2, 3, 10, 0, tzinfo=UTC))
+    ]
+    atom = (
+        b'<?xml version="1.0"?><feed xmlns="http://www.w3.org/2005/Atom"><title>t</title>'
+        b'<link href="https://a.example/feed" rel="self"/>'
+        b'<entry><link rel="self" href="https://a.example/e1.atom"/>'
+        b'<link href="https://a.example/e1"/><published>2026-01-01T00:00:00Z</published>'
+        b"<updated>2026-02-03T10:00:00Z</updated></entry>"
+        b'<entry><link rel="alternate" href="https://a.example/e2"/></entry></feed>'
+    )
+    assert read(atom).pages == [
+        ("https://a.example/e1", datetime(2026, 2, 3, 10, 0, tzinfo=UTC)),
+        ("https://a.example/e2", None),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("lastmod", "read_as"),
+    [
+        ("2026", naive(2026, 1, 1)),
+        ("2026-02", naive(2026, 2, 1)),
+        ("2026-02-03T10:30Z", datetime(2026, 2, 3, 10, 30, tzinfo=UTC)),
+        ("2026-02-03T10:30:15.5+01:00", datetime(2026, 2, 3, 9, 30, 15, 500_000, tzinfo=UTC)),
+        ("yesterday", None),
+        ("2026-13-01", None),
+    ],
+)
+def test_w3c_datetimes_are_read_and_other_dates_are_none(
+    lastmod: str, read_as: datetime | None
+) -> None:
+    assert read(urlset(("https://a.example/1", lastmod))).pages == [
+        ("https://a.example/1", read_as)
+    ]
 
 
 def test_robots_txt_gives_its_sitemap_lines_resolved() -> None:

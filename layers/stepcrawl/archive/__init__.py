@@ -11,23 +11,28 @@ Nothing here imports the crawl engine: the engine imports this package.
 
 from __future__ import annotations
 
-from stepcrawl.archive.replay import (
-    ReplayError,
-    ReplayPage,
-    ReplayStats,
-    archive_files,
-    read_pages,
-    replay_items,
-)
-from stepcrawl.archive.warc import (
-    ARCHIVE_ROOT,
-    ArchivedPage,
-    Exchange,
-    archive_key,
-    archive_prefix,
-    bundle_warc,
-    export_archives,
-)
+from typing import TYPE_CHECKING
+
+from stepcrawl.lazy_exports import lazy_exports
+
+if TYPE_CHECKING:
+    from stepcrawl.archive.replay import (
+        ReplayError,
+        ReplayPage,
+        ReplayStats,
+        archive_files,
+        read_pages,
+        replay_items,
+    )
+    from stepcrawl.archive.warc import (
+        ARCHIVE_ROOT,
+        ArchivedPage,
+        Exchange,
+        archive_key,
+        archive_prefix,
+        bundle_warc,
+        export_archives,
+    )
 
 __all__ = [
     "ARCHIVE_ROOT",
@@ -44,3 +49,26 @@ __all__ = [
     "read_pages",
     "replay_items",
 ]
+
+#: Where each name lives: a parse container that archives nothing imports neither (warcio).
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        **dict.fromkeys(
+            ("ReplayError", "ReplayPage", "ReplayStats", "archive_files", "read_pages"), "replay"
+        ),
+        "replay_items": "replay",
+        **dict.fromkeys(
+            (
+                "ARCHIVE_ROOT",
+                "ArchivedPage",
+                "Exchange",
+                "archive_key",
+                "archive_prefix",
+                "bundle_warc",
+                "export_archives",
+            ),
+            "warc",
+        ),
+    },
+)

@@ -191,7 +191,7 @@ def compile_command(
         definition = compile_pipeline(pipeline, plan)
         if values:
             try:
-                definition = substitute(definition, _parse_values(values))
+                definition = substitute(definition, key_values(values, "--substitute"))
             except ConfigError as exc:
                 err.print(f"[red]{exc}[/red]")
                 raise typer.Exit(EXIT_INVALID) from None
@@ -211,12 +211,13 @@ def _load_or_exit(path: Path) -> Pipeline:
         raise typer.Exit(EXIT_INVALID) from None
 
 
-def _parse_values(pairs: list[str]) -> dict[str, str]:
+def key_values(pairs: list[str], option: str, shape: str = "NAME=VALUE") -> dict[str, str]:
+    """``NAME=VALUE`` options as a dict; a malformed one exits 2 naming ``option``."""
     values: dict[str, str] = {}
     for pair in pairs:
         name, sep, value = pair.partition("=")
         if not sep or not name:
-            err.print(f"[red]--substitute expects NAME=VALUE, got {pair!r}[/red]")
+            err.print(f"[red]{option} expects {shape}, got {pair!r}[/red]")
             raise typer.Exit(EXIT_INVALID)
         values[name] = value
     return values
@@ -241,5 +242,6 @@ def main() -> None:
 from stepcrawl.cli import cost_command as _cost_command  # noqa: E402, F401
 from stepcrawl.cli import diagnose_command as _diagnose_command  # noqa: E402, F401
 from stepcrawl.cli import local_commands as _local_commands  # noqa: E402, F401
+from stepcrawl.cli import preflight_command as _preflight_command  # noqa: E402, F401
 from stepcrawl.cli import replay_command as _replay_command  # noqa: E402, F401
 from stepcrawl.cli import stack_commands as _stack_commands  # noqa: E402, F401

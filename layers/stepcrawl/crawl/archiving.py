@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from stepcrawl.archive.warc import ArchivedPage, archive_key, bundle_warc
 from stepcrawl.crawl.commit import PageCommit
 from stepcrawl.crawl.context import CrawlServices
 from stepcrawl.crawl.messages import ParseBundle
@@ -28,6 +27,9 @@ def write_bundle_archive(
     task = pipeline.task(bundle.task)
     if getattr(task, "archive", None) != "warc":
         return None
+    # warcio only where a task archives: not in every parse container's cold start.
+    from stepcrawl.archive.warc import ArchivedPage, archive_key, bundle_warc  # noqa: PLC0415
+
     mine = {page.ref.url for page in recorded}
     pages = []
     for envelope in bundle.pages:

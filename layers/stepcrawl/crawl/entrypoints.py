@@ -7,14 +7,10 @@ import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from stepcrawl.crawl.context import CrawlServices
-from stepcrawl.crawl.dispatch import handle_control
-from stepcrawl.crawl.fetch_stage import BatchFetcher, process_fetch_batch, record_internal_error
 from stepcrawl.crawl.messages import ControlMessage, FetchMessage, ParseBundle
-from stepcrawl.crawl.parse_stage import process_bundles
-from stepcrawl.crawl.sweeper import sweep_running
 from stepcrawl.crawl.window import frontier_backlog
 from stepcrawl.fetch import FetchPolicy
 from stepcrawl.names import (
@@ -26,6 +22,9 @@ from stepcrawl.names import (
     METRIC_RUNNING_TASKS,
     METRIC_SWEEP_ERRORS,
 )
+
+if TYPE_CHECKING:
+    from stepcrawl.crawl.fetch_stage import BatchFetcher
 
 __all__ = ["SqsRecord", "dispatch_record", "fetch_records", "parse_records", "run_sweeper"]
 
@@ -63,6 +62,9 @@ def _billed(services: CrawlServices) -> Iterator[None]:
 
 
 def dispatch_record(services: CrawlServices, body: str) -> None:
+    # Each function imports only its own stage (its cold start: bench/cold_start.py).
+    from stepcrawl.crawl.dispatch import handle_control  # noqa: PLC0415
+
     with _billed(services):
         handle_control(services, ControlMessage.model_validate_json(body))
 
@@ -70,6 +72,8 @@ def dispatch_record(services: CrawlServices, body: str) -> None:
 def parse_records(services: CrawlServices, records: Sequence[SqsRecord]) -> dict[str, Any]:
     """Parse and commit the batch's bundles; the partial batch response names the records that
     failed (an unreadable message, or a bundle whose commit raised), which SQS redelivers."""
+    from stepcrawl.crawl.parse_stage import process_bundles  # noqa: PLC0415 - parse's only
+
     failed: list[str] = []
     bundles: list[tuple[str, ParseBundle]] = []
     for record in records:
@@ -99,6 +103,8 @@ def run_sweeper(services: CrawlServices) -> dict[str, int]:
     """The scheduled sweep; its counts go to the log and to metrics, with the frontier's
     backlog (read here, once a sweep: not in :func:`sweep_running`, which the in-memory runner
     calls after every round)."""
+    from stepcrawl.crawl.sweeper import sweep_running  # noqa: PLC0415 - the sweeper's only
+
     report = sweep_running(services)
     services.metric(METRIC_RUNNING_TASKS, report.tasks)
     services.metric(METRIC_HEARTBEATS, report.heartbeats)
@@ -124,6 +130,8 @@ def fetch_records(
     ``remaining_ms`` is the invocation's time left (Lambda's context): the one-by-one retry
     of a failed batch starts a try only with ``try_seconds`` left (a rendered page's may be
     longer than a fetch's)."""
+    from stepcrawl.crawl.fetch_stage import process_fetch_batch  # noqa: PLC0415 - fetch's
+
     messages = [FetchMessage.model_validate_json(r.body) for r in records]
     try:
         # Not _billed: the fetch stage meters its own time into the bundles it sends.
@@ -166,6 +174,8 @@ def fetch_records(
 
 def _record(services: CrawlServices, message: FetchMessage, error: Exception | None) -> bool:
     """Record ``message``'s URL failed, class internal_error; whether that was done."""
+    from stepcrawl.crawl.fetch_stage import record_internal_error  # noqa: PLC0415
+
     cause = error or TimeoutError("its batch kept failing and no time was left to try it alone")
     try:
         record_internal_error(services, message, cause)

@@ -16,12 +16,15 @@ counts in ``pages``, ``ok``/``failed``, ``bytes`` and against ``limits.max_pages
 no items; the URLs it lists are admitted like links (``claimed``, the page budget, the
 ``LinksDiscovered``/``LinksAdmitted`` metrics).
 
-Parsing: ``ultimate-sitemap-parser`` (usp) reads the page lists (``<urlset>``, RSS, Atom, plain
-text, with its lenient date parsing) from text we hand it, with a web client that cannot
-fetch, so it never makes a request. Before it, one strict pass of the standard library's expat
-(DOCTYPE and entity declarations refused: no entity expansion, nothing external) checks that
-the document is well-formed XML with a sitemap's root, and reads the entries of an index with
-their ``<lastmod>``, which usp drops (an index entry older than ``sitemap_since`` is skipped).
+Parsing: one strict pass of the standard library's expat (DOCTYPE and entity declarations
+refused: no entity expansion, nothing external) checks that the document is well-formed XML
+with a sitemap's root and reads its entries: an index's ``<sitemap>``, a ``<urlset>``'s
+``<url>``, an RSS ``<item>``, an Atom ``<entry>``, each with its date (``<lastmod>``,
+``<pubDate>``, ``<updated>``), so an index entry older than ``sitemap_since`` is skipped
+whole. A plain-text sitemap is its lines that are http(s) URLs. (Written here rather than
+taken from ultimate-sitemap-parser, which this pass used to sit in front of: usp imports
+``requests`` and ``python-dateutil``, whose ``urllib3`` and ``dateutil`` would shadow the
+Lambda runtime's own in the layer; docs/architecture.md.)
 A document that is not a sitemap, or not well-formed, ends failed with the class ``sitemap``
 and a reason naming the line and column; the entries read before the error are still crawled.
 """
@@ -29,7 +32,9 @@ and a reason naming the line and column; the entries read before the error are s
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import logging
+import re
 import time
 import xml.parsers.expat
 from collections.abc import Sequence
@@ -80,11 +85,12 @@ ROBOTS: Final = "robots"
 #: The failure class of a sitemap that cannot be read (docs/resilience.md).
 SITEMAP_FAILURE: Final = "sitemap"
 #: Sitemaps below a task's own (robots.txt -> index -> sitemap is 2): deeper ones are dropped,
-#: so a site cannot chain indexes without end (usp's own limit is 11).
+#: so a site cannot chain indexes without end.
 MAX_NESTING: Final = 5
-#: Root elements of what is read as a sitemap: the protocol's two, and the feeds usp reads.
+#: Root elements of what is read as a sitemap: the protocol's two, and RSS and Atom feeds.
 _ROOTS: Final = frozenset({"urlset", "sitemapindex", "rss", "feed"})
 _GZIP_MAGIC: Final = b"\x1f\x8b"
+_YEAR_MONTH: Final = re.compile(r"\d{4}(-\d{2})?")
 
 
 # ----------------------------------------------------------------------------------- dispatch
@@ -298,13 +304,23 @@ def read_sitemap(body: bytes, content_type: str | None, url: str, *, max_bytes: 
     if scan.refused is not None or scan.root is None:
         return Entries(error=scan.refused or f"not XML: {scan.error}")
     if scan.root == "sitemapindex":
-        entries = Entries(sitemaps=scan.index)
+        entries = Entries(sitemaps=scan.entries)
     else:
-        entries = Entries(pages=_usp_pages(text, url))
+        entries = Entries(pages=scan.entries)
     if scan.error is not None:
         read = len(entries.sitemaps) + len(entries.pages)
         entries.error = f"malformed XML: {scan.error} ({read} entries before it were read)"
     return entries
+
+
+#: Per root element: the element of one entry, the child holding its URL (Atom: the
+#: ``href`` of its ``<link>``) and the children holding its date, first found first used.
+_ENTRY: Final = {
+    "sitemapindex": ("sitemap", "loc", ("lastmod",)),
+    "urlset": ("url", "loc", ("lastmod",)),
+    "rss": ("item", "link", ("pubDate",)),
+    "feed": ("entry", "link", ("updated", "published")),
+}
 
 
 @dataclass
@@ -312,16 +328,76 @@ class _Scan:
     root: str | None = None
     error: str | None = None
     refused: str | None = None
-    index: list[tuple[str, datetime | None]] = field(default_factory=list)
+    #: (URL, date) of each entry: an index's child sitemaps, or the pages of the others
+    entries: list[tuple[str, datetime | None]] = field(default_factory=list)
 
 
 class _RefusedError(Exception):
     pass
 
 
+class _Entries:
+    """The expat handlers that collect a document's entries (see :data:`_ENTRY`): an entry
+    is a direct child of the root (of RSS's ``<channel>``), read when it closes."""
+
+    def __init__(self, scan: _Scan) -> None:
+        self.scan = scan
+        self.path: list[str] = []
+        self.text: list[str] = []
+        self.entry: dict[str, str] = {}
+
+    def _depth(self) -> int:
+        return 2 if self.scan.root == "rss" else 1  # <rss><channel><item>
+
+    def start(self, name: str, attrs: dict[str, str]) -> None:
+        local = name.rpartition(" ")[2]
+        if not self.path:
+            self.scan.root = local
+        self.path.append(local)
+        self.text.clear()
+        kind = _ENTRY.get(self.scan.root or "")
+        atom_link = self.scan.root == "feed" and local == "link"
+        # Atom: <link href="..."/>, the entry's own page (rel alternate, or no rel).
+        if (
+            kind
+            and atom_link
+            and self._in_entry(kind[0])
+            and attrs.get("rel", "alternate") == "alternate"
+            and "link" not in self.entry
+        ):
+            self.entry["link"] = attrs.get("href", "")
+
+    def _in_entry(self, element: str) -> bool:
+        depth = self._depth()
+        return len(self.path) == depth + 2 and self.path[depth] == element
+
+    def end(self, _name: str) -> None:
+        local = self.path.pop()
+        kind = _ENTRY.get(self.scan.root or "")
+        if kind is not None:
+            element, url_child, date_children = kind
+            depth = self._depth()
+            if len(self.path) == depth + 1 and self.path[depth] == element:
+                # Atom's URL is an attribute (read at the start); every other one is text.
+                from_text = local in date_children or (
+                    local == url_child and self.scan.root != "feed"
+                )
+                if from_text:
+                    self.entry.setdefault(local, "".join(self.text).strip())
+            elif local == element and len(self.path) == depth:
+                if url := self.entry.get(url_child, "").strip():
+                    dates = (self.entry.get(d) for d in date_children)
+                    self.scan.entries.append((url, _date(next((d for d in dates if d), None))))
+                self.entry.clear()
+        self.text.clear()
+
+    def characters(self, data: str) -> None:
+        self.text.append(data)
+
+
 def _scan(text: str) -> _Scan:
     """One strict expat pass: the root element, the first well-formedness error, and the
-    entries of an index (``<sitemap><loc>``, ``<lastmod>``).
+    entries (:data:`_ENTRY`) read before it.
 
     A DOCTYPE stops it before anything is declared: a sitemap has none, and its entities
     could expand (billion laughs) or name external files.
@@ -329,30 +405,7 @@ def _scan(text: str) -> _Scan:
     scan = _Scan()
     parser = xml.parsers.expat.ParserCreate(namespace_separator=" ")
     parser.SetParamEntityParsing(xml.parsers.expat.XML_PARAM_ENTITY_PARSING_NEVER)
-    path: list[str] = []
-    text_of: list[str] = []
-    entry: dict[str, str] = {}
-
-    def start(name: str, _attrs: dict[str, str]) -> None:
-        local = name.rpartition(" ")[2]
-        if not path:
-            scan.root = local
-        path.append(local)
-        text_of.clear()
-
-    def end(_name: str) -> None:
-        local = path.pop()
-        if scan.root == "sitemapindex":
-            if local in ("loc", "lastmod") and path[-1:] == ["sitemap"]:
-                entry[local] = "".join(text_of).strip()
-            elif local == "sitemap" and len(path) == 1:
-                if entry.get("loc"):
-                    scan.index.append((entry["loc"], _lastmod(entry.get("lastmod"))))
-                entry.clear()
-        text_of.clear()
-
-    def characters(data: str) -> None:
-        text_of.append(data)
+    handlers = _Entries(scan)
 
     def doctype(name: str, *_: object) -> None:
         if name.lower() == "html":
@@ -367,9 +420,9 @@ def _scan(text: str) -> _Scan:
             f"refused: an entity declaration ({name}); XML entities are not expanded"
         )
 
-    parser.StartElementHandler = start
-    parser.EndElementHandler = end
-    parser.CharacterDataHandler = characters
+    parser.StartElementHandler = handlers.start
+    parser.EndElementHandler = handlers.end
+    parser.CharacterDataHandler = handlers.characters
     parser.StartDoctypeDeclHandler = doctype
     parser.EntityDeclHandler = entity
     try:
@@ -382,53 +435,34 @@ def _scan(text: str) -> _Scan:
     return scan
 
 
-def _lastmod(value: str | None) -> datetime | None:
+def _date(value: str | None) -> datetime | None:
+    """A sitemap's date: W3C Datetime (``<lastmod>``, Atom; ``YYYY`` and ``YYYY-MM`` too) or
+    RFC 822 (RSS's ``<pubDate>``); naive when it names no offset; ``None`` when unreadable."""
     if not value:
         return None
-    from usp.helpers import parse_iso8601_date  # noqa: PLC0415 - usp only when sitemaps are read
-
+    text = value.strip()
+    if _YEAR_MONTH.fullmatch(text):
+        text = f"{text}-01" if len(text) == 7 else f"{text}-01-01"
     try:
-        return parse_iso8601_date(value)
-    except Exception:  # noqa: BLE001 - a date usp cannot read is no date
+        return datetime.fromisoformat(text)
+    except ValueError:
+        pass
+    try:
+        return email.utils.parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError):
         return None
-
-
-def _usp() -> None:
-    """usp's own log lines repeat what the reason of a page says (or warn per entry): ours
-    are the ones kept."""
-    logging.getLogger("usp").setLevel(logging.CRITICAL)
-
-
-def _usp_pages(text: str, url: str) -> list[tuple[str, datetime | None]]:
-    """The pages of a ``<urlset>``, RSS or Atom document, by usp (lenient: what comes before
-    a well-formedness error is kept)."""
-    from usp.fetch_parse import XMLSitemapParser  # noqa: PLC0415 - only when sitemaps are read
-    from usp.web_client.abstract_client import LocalWebClient  # noqa: PLC0415
-
-    _usp()
-    parser = XMLSitemapParser(
-        url=url,
-        content=text,
-        recursion_level=0,
-        web_client=LocalWebClient(),  # cannot fetch: usp never makes a request here
-        parent_urls=set(),
-        recurse_list_callback=lambda _urls, _level, _parents: [],  # indexes are read by _scan
-    )
-    return [(page.url, page.last_modified) for page in parser.sitemap().all_pages()]
 
 
 def _plain_text(text: str, url: str) -> Entries:
-    """A sitemap that is a list of URLs, one a line (the protocol's text format)."""
-    from usp.fetch_parse import PlainTextSitemapParser  # noqa: PLC0415
-    from usp.web_client.abstract_client import LocalWebClient  # noqa: PLC0415
-
-    _usp()
-    parser = PlainTextSitemapParser(
-        url=url, content=text, recursion_level=0, web_client=LocalWebClient(), parent_urls=set()
-    )
-    pages: list[tuple[str, datetime | None]] = [
-        (page.url, None) for page in parser.sitemap().all_pages()
-    ]
+    """A sitemap that is a list of URLs, one a line (the protocol's text format): the lines
+    that are absolute http(s) URLs."""
+    del url  # the text format's URLs are absolute (the protocol says so)
+    pages: list[tuple[str, datetime | None]] = []
+    for line in text.splitlines():
+        candidate = line.strip()
+        parts = urlsplit(candidate)
+        if parts.scheme in ("http", "https") and parts.netloc and " " not in candidate:
+            pages.append((candidate, None))
     if not pages:
         return Entries(error="not a sitemap: neither XML nor a list of URLs")
     return Entries(pages=pages)

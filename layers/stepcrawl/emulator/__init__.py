@@ -10,8 +10,9 @@ never imports the crawl engine, and what it plays is the synthesized template's 
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from stepcrawl.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
     from stepcrawl.emulator.lambda_runtime import FunctionSpec, LambdaRuntime, MappingSpec
@@ -21,15 +22,12 @@ __all__ = ["FunctionSpec", "LambdaRuntime", "MappingSpec", "apply_moto_patches"]
 
 #: Where each public name lives. Imported on first use: a container process imports
 #: ``stepcrawl.emulator.lambda_runtime.sandbox``, and must not pay for moto on its way.
-_WHERE = {
-    "FunctionSpec": "stepcrawl.emulator.lambda_runtime",
-    "LambdaRuntime": "stepcrawl.emulator.lambda_runtime",
-    "MappingSpec": "stepcrawl.emulator.lambda_runtime",
-    "apply_moto_patches": "stepcrawl.emulator.moto_patches",
-}
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _WHERE:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(_WHERE[name]), name)
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "FunctionSpec": "lambda_runtime",
+        "LambdaRuntime": "lambda_runtime",
+        "MappingSpec": "lambda_runtime",
+        "apply_moto_patches": "moto_patches",
+    },
+)

@@ -80,6 +80,7 @@ from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
 
 from stepcrawl.emulator.moto_cloudwatch import cloudwatch_patches
 from stepcrawl.emulator.moto_fastpath import fastpath_patches, table_patches
+from stepcrawl.emulator.moto_quotas import quota_patches
 from stepcrawl.emulator.moto_sqs import sqs_clock_patches, sqs_patches
 
 __all__ = ["apply_moto_patches"]
@@ -392,6 +393,7 @@ def apply_moto_patches() -> None:
         *fastpath_patches(),
         *sqs_patches(),
         *cloudwatch_patches(),
+        *quota_patches(),
         (cls, _MARK, True),
     ]
     for owner, name, value in patches:

@@ -7,18 +7,22 @@ add their own steps with :func:`span`: fetching a task's batch (annotated with t
 the task and how many URLs and hosts; per-host counts and slowest attempts as metadata),
 extracting and committing a parse batch. Where tracing is off (locally, tests, or
 ``POWERTOOLS_TRACE_DISABLED``), :func:`span` costs one read of the platform's variables
-(:class:`~stepcrawl.environment.PlatformEnvironment`, about 5 microseconds).
+(:class:`~stepcrawl.environment.PlatformEnvironment`, about 5 microseconds), and a handler's
+tracer (:func:`handler_tracer`) is a decorator that does nothing: Powertools' ``Tracer``
+imports the X-Ray SDK even when switched off, which no cold start should pay for nothing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar, cast
 
 from stepcrawl.environment import PlatformEnvironment
 
-__all__ = ["Span", "span", "tracing_enabled"]
+__all__ = ["HandlerTracer", "Span", "handler_tracer", "span", "tracing_enabled"]
+
+_Handler = TypeVar("_Handler", bound=Callable[..., Any])
 
 
 class Span(Protocol):
@@ -47,6 +51,37 @@ class _XRay:
 
     def metadata(self, key: str, value: Any) -> None:
         self.subsegment.put_metadata(key, value, "stepcrawl")
+
+
+class HandlerTracer(Protocol):
+    """What a handler module uses of Powertools' ``Tracer``: its handler decorator, bare
+    (``@tracer.capture_lambda_handler``) or with options (``(capture_response=False)``)."""
+
+    def capture_lambda_handler(self, lambda_handler: Any = None, **options: Any) -> Any: ...
+
+
+class _Untraced:
+    def capture_lambda_handler(self, lambda_handler: Any = None, **options: Any) -> Any:
+        del options
+        if lambda_handler is None:
+            return _unchanged
+        return lambda_handler
+
+
+def _unchanged(handler: _Handler) -> _Handler:
+    return handler
+
+
+def handler_tracer(service: str, environ: Mapping[str, str] | None = None) -> HandlerTracer:
+    """A function's tracer: Powertools' ``Tracer`` (the invocation's segment, boto3 patched)
+    where tracing is on, else one whose decorator returns the handler as it is (the X-Ray
+    SDK never imported)."""
+    if not tracing_enabled(environ):
+        return _Untraced()
+    from aws_lambda_powertools import Tracer  # noqa: PLC0415 - only where traces are made
+
+    # Its decorator is typed by overloads narrower than the protocol: a handler uses only it.
+    return cast("HandlerTracer", Tracer(service=service))
 
 
 def tracing_enabled(environ: Mapping[str, str] | None = None) -> bool:

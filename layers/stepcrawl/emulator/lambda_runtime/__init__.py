@@ -23,14 +23,14 @@ polling, and what containers as processes cost and gain: docs/performance.md.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 # The light modules (the standard library only), imported now; ``sqs_event`` must be, or
 # the submodule of that name would shadow the function once imported.
 from stepcrawl.emulator.lambda_runtime.specs import FunctionSpec, MappingSpec
 from stepcrawl.emulator.lambda_runtime.sqs_event import LambdaContext, sqs_event
 from stepcrawl.emulator.lambda_runtime.stats import MappingCounts, MappingStats
+from stepcrawl.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
     from stepcrawl.emulator.lambda_runtime.chaos import Chaos
@@ -51,10 +51,6 @@ __all__ = [
 
 #: Where the other public names live, imported on first use: a container process imports
 #: :mod:`.sandbox` through this package and must not pay for the runtime (or moto) on its way.
-_WHERE = {"Chaos": "chaos", "LambdaRuntime": "service", "load_handler": "sandbox"}
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _WHERE:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
+__getattr__ = lazy_exports(
+    __name__, {"Chaos": "chaos", "LambdaRuntime": "service", "load_handler": "sandbox"}
+)
