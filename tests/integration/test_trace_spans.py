@@ -84,19 +84,46 @@ def test_a_crawl_traces_its_fetches_extractions_and_commits(
     assert all(s.annotations["bundles"] >= 1 for s in commits)
 
 
-def test_a_handler_tracer_is_powertools_where_tracing_is_on_and_free_elsewhere() -> None:
-    from aws_lambda_powertools import Tracer  # noqa: PLC0415
+def test_a_handler_tracer_is_powertools_where_tracing_is_on_and_free_elsewhere(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from stepcrawl.telemetry.tracing import PATCHED, handler_tracer  # noqa: PLC0415
 
-    from stepcrawl.telemetry.tracing import handler_tracer  # noqa: PLC0415
+    made: list[dict[str, Any]] = []
+    patched: list[tuple[str, ...]] = []
+
+    class Tracer:
+        def __init__(self, **options: Any) -> None:
+            made.append(options)
+
+        def patch(self, modules: tuple[str, ...]) -> None:
+            patched.append(tuple(modules))
+
+        def capture_lambda_handler(self, handler: Any, **options: Any) -> Any:
+            def segment(event: Any, context: Any) -> Any:
+                return {"segment": options, **handler(event, context)}
+
+            return segment
+
+    monkeypatch.setattr(aws_lambda_powertools, "Tracer", Tracer)
 
     def handler(event: dict[str, Any], context: object) -> dict[str, Any]:
-        return {"seen": event}
+        return {"seen": event, "patched_before": list(patched)}
 
     on = {"AWS_LAMBDA_FUNCTION_NAME": "stepcrawl-test-fetch"}
-    assert isinstance(handler_tracer("fetch", on), Tracer)
+    traced = handler_tracer("fetch", on).capture_lambda_handler(handler)
+    assert made == []  # nothing of the SDK at init: it would import botocore there
+    assert patched == []
+    first = traced({"n": 1}, None)
+    assert made == [{"service": "fetch", "auto_patch": False}]
+    assert first == {"segment": {}, "seen": {"n": 1}, "patched_before": [PATCHED]}
+    traced({"n": 2}, None)
+    assert len(made) == 1  # one tracer per container
+    assert patched == [PATCHED]  # once, before its first call ran
+    with_options = handler_tracer("console", on).capture_lambda_handler(capture_response=False)
+    assert with_options(handler)({}, None)["segment"] == {"capture_response": False}
     for off in ({}, {**on, "POWERTOOLS_TRACE_DISABLED": "true"}):
         tracer = handler_tracer("fetch", off)
-        assert not isinstance(tracer, Tracer)
         assert tracer.capture_lambda_handler(handler) is handler
         assert tracer.capture_lambda_handler(capture_response=False)(handler) is handler
 
@@ -131,3 +158,31 @@ def test_off_the_handlers_never_import_the_xray_sdk() -> None:
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip() == "[]"
+
+
+def test_on_the_sdk_loads_and_patches_botocore_at_the_first_call_not_at_init() -> None:
+    """With the real Tracer and X-Ray SDK, in a process of its own (the patch is global)."""
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    probe = (
+        "import sys\n"
+        "from stepcrawl.telemetry.tracing import handler_tracer\n"
+        "tracer = handler_tracer('fetch')\n"
+        "assert not [m for m in sys.modules if m.startswith(('aws_xray_sdk', 'botocore'))]\n"
+        "tracer._tracer_now()\n"
+        "from aws_xray_sdk.core import patcher\n"
+        "print(sorted(patcher._PATCHED_MODULES), 'botocore.client' in sys.modules)\n"
+    )
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "AWS_LAMBDA_FUNCTION_NAME": "stepcrawl-test-fetch",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_XRAY_CONTEXT_MISSING": "IGNORE_ERROR",
+        "LAMBDA_TASK_ROOT": "/var/task",  # how Powertools tells Lambda (else it traces nothing)
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, env=env, check=False
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "['botocore'] True"

@@ -9,18 +9,22 @@ extracting and committing a parse batch. Where tracing is off (locally, tests, o
 ``POWERTOOLS_TRACE_DISABLED``), :func:`span` costs one read of the platform's variables
 (:class:`~stepcrawl.environment.PlatformEnvironment`, about 5 microseconds), and a handler's
 tracer (:func:`handler_tracer`) is a decorator that does nothing: Powertools' ``Tracer``
-imports the X-Ray SDK even when switched off, which no cold start should pay for nothing.
+imports the X-Ray SDK even when switched off, which no cold start should pay for nothing;
+where tracing is on, the tracer is made at the handler's first call (see
+:class:`_TracedFromFirstCall`).
 """
 
 from __future__ import annotations
 
+import functools
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any, Protocol, TypeVar, cast
+from typing import Any, Final, Protocol, TypeVar
 
 from stepcrawl.environment import PlatformEnvironment
 
-__all__ = ["HandlerTracer", "Span", "handler_tracer", "span", "tracing_enabled"]
+__all__ = ["PATCHED", "HandlerTracer", "Span", "handler_tracer", "span", "tracing_enabled"]
 
 _Handler = TypeVar("_Handler", bound=Callable[..., Any])
 
@@ -72,16 +76,57 @@ def _unchanged(handler: _Handler) -> _Handler:
     return handler
 
 
+#: What the X-Ray SDK patches: botocore, so every AWS call is a subsegment and an SQS send
+#: carries the trace header that links its consumer's trace. (Powertools' default patches
+#: every library the SDK knows that is installed.)
+PATCHED: Final = ("botocore",)
+
+
+class _TracedFromFirstCall:
+    """Powertools' ``Tracer``, made and patching :data:`PATCHED` when the handler is first
+    called rather than at import: the X-Ray SDK's import builds its sampling connector's
+    botocore client (~90 ms with botocore's client module and certifi), and botocore is what
+    the container imports anyway when it builds its own clients, in its first invocation.
+    Made at import, tracing on would cost every cold start's init that much more than
+    tracing off does (docs/performance.md, "Cold start"). A container runs one invocation at
+    a time; the lock is for local mode's thread handlers."""
+
+    def __init__(self, service: str) -> None:
+        self.service = service
+        self._tracer: Any = None
+        self._lock = threading.Lock()
+
+    def _tracer_now(self) -> Any:
+        with self._lock:
+            if self._tracer is None:
+                from aws_lambda_powertools import Tracer  # noqa: PLC0415 - only when traced
+
+                tracer = Tracer(service=self.service, auto_patch=False)
+                tracer.patch(modules=PATCHED)
+                self._tracer = tracer
+            return self._tracer
+
+    def capture_lambda_handler(self, lambda_handler: Any = None, **options: Any) -> Any:
+        if lambda_handler is None:
+            return lambda handler: self.capture_lambda_handler(handler, **options)
+        traced: list[Any] = []
+
+        @functools.wraps(lambda_handler)
+        def handler(*args: Any, **kwargs: Any) -> Any:
+            if not traced:
+                traced.append(self._tracer_now().capture_lambda_handler(lambda_handler, **options))
+            return traced[0](*args, **kwargs)
+
+        return handler
+
+
 def handler_tracer(service: str, environ: Mapping[str, str] | None = None) -> HandlerTracer:
-    """A function's tracer: Powertools' ``Tracer`` (the invocation's segment, boto3 patched)
-    where tracing is on, else one whose decorator returns the handler as it is (the X-Ray
-    SDK never imported)."""
+    """A function's tracer: Powertools' ``Tracer`` from its first call on (the invocation's
+    segment, botocore patched) where tracing is on, else one whose decorator returns the
+    handler as it is (the X-Ray SDK never imported)."""
     if not tracing_enabled(environ):
         return _Untraced()
-    from aws_lambda_powertools import Tracer  # noqa: PLC0415 - only where traces are made
-
-    # Its decorator is typed by overloads narrower than the protocol: a handler uses only it.
-    return cast("HandlerTracer", Tracer(service=service))
+    return _TracedFromFirstCall(service)
 
 
 def tracing_enabled(environ: Mapping[str, str] | None = None) -> bool:
