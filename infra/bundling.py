@@ -30,6 +30,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Final
 
+from packaging.utils import canonicalize_name
+
 from infra import lockfile
 from infra.archive import LAYER_ZIP, write_zip
 from infra.bytecode import compile_layer, lambda_python
@@ -94,7 +96,7 @@ def distribution_name(requirement: str) -> str:
     match = _NAME.match(requirement)
     if not match:
         raise ValueError(f"not a requirement: {requirement!r}")
-    return re.sub(r"[-_.]+", "-", match[1]).lower()
+    return str(canonicalize_name(match[1]))
 
 
 def runtime_requirements(pyproject: Path, excluded: Iterable[str] = RUNTIME_EXCLUDED) -> list[str]:

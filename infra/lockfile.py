@@ -16,7 +16,6 @@ does not reach the layer); one that an included distribution needs but that is e
 
 from __future__ import annotations
 
-import re
 import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -24,8 +23,9 @@ from pathlib import Path
 from typing import Any, Final
 
 from packaging.markers import Marker
+from packaging.utils import canonicalize_name
 
-__all__ = ["LAMBDA_MARKERS", "LockError", "Pin", "layer_pins", "pins_of", "requirements_text"]
+__all__ = ["LAMBDA_MARKERS", "LockError", "Pin", "layer_pins", "pins_of"]
 
 #: PEP 508 marker values of the Lambda runtime the layer is for (python3.12, arm64).
 LAMBDA_MARKERS: Final[Mapping[str, str]] = {
@@ -60,10 +60,6 @@ class Pin:
         return f"{self.name}=={self.version}{hashes}"
 
 
-def _canonical(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
 def _applies(entry: Mapping[str, Any], extra: str = "") -> bool:
     marker = entry.get("marker")
     if not marker:
@@ -75,10 +71,10 @@ class _Lock:
     def __init__(self, data: Mapping[str, Any]) -> None:
         self.packages: dict[str, list[Mapping[str, Any]]] = {}
         for package in data.get("package", []):
-            self.packages.setdefault(_canonical(str(package["name"])), []).append(package)
+            self.packages.setdefault(canonicalize_name(str(package["name"])), []).append(package)
 
     def package(self, name: str, version: str | None) -> Mapping[str, Any]:
-        found = self.packages.get(_canonical(name), [])
+        found = self.packages.get(canonicalize_name(name), [])
         if version is not None:
             found = [p for p in found if p.get("version") == version]
         if len(found) != 1:
@@ -110,14 +106,14 @@ def pins_of(lock_path: Path, names: Iterable[str]) -> list[Pin]:
 
 
 def _closure(lock: _Lock, roots: Iterable[Any], excluded: Iterable[str]) -> list[Pin]:
-    skip = {_canonical(name) for name in excluded}
+    skip = {canonicalize_name(name) for name in excluded}
     pins: dict[str, Pin] = {}
     #: per distribution reached, the extras whose dependencies were followed
     followed: dict[str, set[str]] = {}
     todo = list(roots)
     while todo:
         dependency = todo.pop()
-        name = _canonical(str(dependency["name"]))
+        name = canonicalize_name(str(dependency["name"]))
         if name in skip:
             continue
         extras = set(dependency.get("extra", ()))
@@ -140,9 +136,4 @@ def _pin(package: Mapping[str, Any]) -> Pin:
     hashes = tuple(sorted(str(f["hash"]) for f in files if f.get("hash")))
     if not hashes:
         raise LockError(f"uv.lock has no file hashes for {package['name']}; run `make lock`")
-    return Pin(_canonical(str(package["name"])), str(package["version"]), hashes)
-
-
-def requirements_text(pins: Iterable[Pin]) -> str:
-    """A pip requirements file of ``pins``, one line each, hashes on the line."""
-    return "".join(f"{pin.requirement()}\n" for pin in pins)
+    return Pin(canonicalize_name(str(package["name"])), str(package["version"]), hashes)

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from infra.archive import unzipped_size
+
 __all__ = [
     "UNZIPPED_LIMIT",
     "PackageSize",
@@ -57,8 +59,7 @@ class PackageSize:
 
 def _unpacked(path: Path) -> int:
     if path.is_file() and zipfile.is_zipfile(path):
-        with zipfile.ZipFile(path) as archive:
-            return sum(info.file_size for info in archive.infolist())
+        return unzipped_size(path)
     if path.is_file():
         return path.stat().st_size
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
