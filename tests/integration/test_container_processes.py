@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import textwrap
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -45,6 +46,22 @@ def wait_for(predicate: Callable[[], bool], timeout: float = 60.0) -> None:
         if time.monotonic() > deadline:
             raise AssertionError("condition not reached in time")
         time.sleep(0.05)
+
+
+def invoke_together(
+    runtime: LambdaRuntime, function: str, event: dict[str, Any], count: int = 2
+) -> list[dict[str, Any]]:
+    """``count`` invocations at once (each holding its container while the others start)."""
+    results: list[dict[str, Any]] = []
+    threads = [
+        threading.Thread(target=lambda: results.append(runtime.invoke(function, event)))
+        for _ in range(count)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return results
 
 
 def alive(pid: int) -> bool:
@@ -104,6 +121,37 @@ def test_a_function_sees_its_own_environment_only(
     assert "SC_ONLY_A" not in os.environ  # nothing leaked into the runtime's process
 
 
+_CREDENTIALS = """
+    import os, time
+    def handler(event, context):
+        time.sleep(event.get("sleep", 0))
+        return {"pid": os.getpid(), "key": os.environ.get("AWS_ACCESS_KEY_ID"),
+                "token": os.environ.get("AWS_SESSION_TOKEN")}
+"""
+
+
+def test_each_container_starts_with_its_own_session_of_the_role(
+    sqs: Any, runtimes: Callable[..., LambdaRuntime], tmp_path: Path
+) -> None:
+    """As Lambda gives each execution environment the role's credentials: here, one session
+    per container, from ``FunctionSpec.credentials`` (the local cloud assumes the role)."""
+    issued: list[str] = []
+
+    def session() -> dict[str, str]:
+        issued.append(f"ASIA{len(issued):016d}")
+        return {"AWS_ACCESS_KEY_ID": issued[-1], "AWS_SESSION_TOKEN": f"token-{len(issued)}"}
+
+    handler = handler_file(tmp_path, "credentials", _CREDENTIALS)
+    spec = FunctionSpec("f", handler, {"AWS_ACCESS_KEY_ID": "not-this"}, credentials=session)
+    runtime = runtimes(sqs, [spec], [])
+    results = invoke_together(runtime, "f", {"sleep": 1.0})
+    assert len({r["pid"] for r in results}) == 2
+    keys = {r["key"] for r in results}
+    assert len(keys) == 2, (keys, issued)
+    assert keys <= set(issued), (keys, issued)
+    assert all(r["token"].startswith("token-") for r in results)
+
+
 def test_two_containers_of_a_function_do_not_share_module_state(
     sqs: Any, runtimes: Callable[..., LambdaRuntime], tmp_path: Path
 ) -> None:
@@ -112,17 +160,7 @@ def test_two_containers_of_a_function_do_not_share_module_state(
     first, second = runtime.invoke("f", {}), runtime.invoke("f", {})
     assert (first["calls"], second["calls"]) == (1, 2)  # one warm container, its globals kept
     assert first["pid"] == second["pid"]
-    results: list[dict[str, Any]] = []
-    import threading  # noqa: PLC0415
-
-    threads = [
-        threading.Thread(target=lambda: results.append(runtime.invoke("f", {"sleep": 1.0})))
-        for _ in range(2)
-    ]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    results = invoke_together(runtime, "f", {"sleep": 1.0})
     pids = {r["pid"] for r in results}
     assert len(pids) == 2  # concurrent invocations: two containers, two processes
     fresh = next(r for r in results if r["pid"] != first["pid"])

@@ -76,16 +76,24 @@ def credentials(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "local")
 
 
+def _signed_in(monkeypatch: pytest.MonkeyPatch, emulator: Emulator) -> Emulator:
+    """The environment holds the emulator's administrator key (IAM is enforced)."""
+    assert emulator.admin is not None
+    for name, value in emulator.admin.environment().items():
+        monkeypatch.setenv(name, value)
+    return emulator
+
+
 @pytest.fixture
-def bootstrapped(credentials: None) -> Iterator[Emulator]:
+def bootstrapped(credentials: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[Emulator]:
     with Emulator(BOOTSTRAP, stack_name="CDKToolkit") as emulator:
-        yield emulator
+        yield _signed_in(monkeypatch, emulator)
 
 
 @pytest.fixture
-def bare(credentials: None) -> Iterator[Emulator]:
+def bare(credentials: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[Emulator]:
     with Emulator(UNRELATED) as emulator:
-        yield emulator
+        yield _signed_in(monkeypatch, emulator)
 
 
 def account_of(emulator: Emulator) -> AwsAccount:

@@ -18,6 +18,7 @@ AWS_ADAPTERS = {
     "emulator/in_process.py",
     "emulator/moto_patches.py",
     "emulator/moto_fastpath.py",
+    "emulator/moto_iam.py",  # Step Functions' integrations: clients signed by the role
     "scaling/aws.py",
     "preflight/aws.py",  # preflight's checks: a session's clients, each call's answer or refusal
     "secret_store.py",  # Powertools Parameters: Secrets Manager and SSM through boto3
@@ -32,6 +33,8 @@ MOTO_USERS = {
     "emulator/moto_sqs.py",
     "emulator/moto_cloudwatch.py",
     "emulator/moto_quotas.py",
+    "emulator/moto_iam.py",
+    "emulator/moto_iam_requests.py",
 }
 
 

@@ -38,6 +38,10 @@ so ``true = 1``, a missing attribute equals ``null``, and ordering a number agai
 raises ``TypeError`` out of the request. They compare as DynamoDB documents instead
 (:func:`_dynamodb_comparisons`).
 
+And IAM (``emulator/moto_iam.py``): requests are authorized on the resources AWS authorizes
+them on (moto: ``*`` for most services), DynamoDB's transactions item by item, and Step
+Functions' integrations sign with the execution's role.
+
 And, for speed alone (``emulator/moto_fastpath.py``): DynamoDB's responses are serialised by
 moto's generic serialiser except that attribute values are copied directly (the same JSON,
 byte for byte), and an update expression is parsed, and its clause counts checked, once.
@@ -80,6 +84,7 @@ from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
 
 from stepcrawl.emulator.moto_cloudwatch import cloudwatch_patches
 from stepcrawl.emulator.moto_fastpath import fastpath_patches, table_patches
+from stepcrawl.emulator.moto_iam import iam_patches
 from stepcrawl.emulator.moto_quotas import quota_patches
 from stepcrawl.emulator.moto_sqs import sqs_clock_patches, sqs_patches
 
@@ -394,6 +399,7 @@ def apply_moto_patches() -> None:
         *sqs_patches(),
         *cloudwatch_patches(),
         *quota_patches(),
+        *iam_patches(),
         (cls, _MARK, True),
     ]
     for owner, name, value in patches:

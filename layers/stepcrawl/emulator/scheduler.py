@@ -80,6 +80,14 @@ class ScheduleSpec:
     input: str | None = None
     group: str = "default"
     max_event_age: float = DEFAULT_MAX_EVENT_AGE
+    #: The logical id of the role the schedule delivers with (``Target.RoleArn``).
+    role_ref: str = ""
+
+
+def _role_ref(arn: Any) -> str:
+    """The logical id of a ``Target.RoleArn`` of the stack ("" for a role from elsewhere)."""
+    target = referent(arn)
+    return target[0] if target is not None and target[1] == "Arn" else ""
 
 
 def _target_ref(logical_id: str, arn: Any) -> str:
@@ -167,6 +175,7 @@ def schedules_from_template(template: Mapping[str, Any]) -> list[ScheduleSpec]:
                 else _string(logical_id, "Input", raw_input, resolve),
                 group=_group_name(props.get("GroupName"), resolve),
                 max_event_age=float(retry.get("MaximumEventAgeInSeconds", DEFAULT_MAX_EVENT_AGE)),
+                role_ref=_role_ref(target.get("RoleArn")),
             )
         )
     return specs

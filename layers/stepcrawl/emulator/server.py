@@ -27,6 +27,7 @@ import boto3
 
 from stepcrawl.compiler import substitute
 from stepcrawl.emulator.in_process import serve_in_process, stop_serving_in_process
+from stepcrawl.emulator.moto_iam import Identity, admin_identity, enforcing, role_identity
 from stepcrawl.emulator.moto_patches import apply_moto_patches
 from stepcrawl.emulator.template import TemplateResolver, references
 from stepcrawl.errors import ConfigError
@@ -34,7 +35,7 @@ from stepcrawl.errors import ConfigError
 __all__ = ["DeployedStack", "Emulator", "moto_ready_template"]
 
 ACCOUNT = "123456789012"
-LOCAL_CREDENTIAL = "local"  # moto accepts anything; not a secret
+LOCAL_CREDENTIAL = "local"  # the deployment's, before IAM is enforced; not a secret
 REGION = "us-east-1"
 # moto cannot create these through CloudFormation. Schedules are played by local mode itself,
 # from the template's own expressions (emulator/scheduler.py). ``Custom::`` resources are run by
@@ -64,6 +65,8 @@ def moto_ready_template(template: dict[str, Any]) -> dict[str, Any]:
     dropped = {n for n, r in resources.items() if r["Type"].startswith(_DROPPED_PREFIXES)}
     for name in dropped:
         del resources[name]
+    for resource in resources.values():
+        _trust_without_conditions_on(resource, dropped)
     # Whatever still points at a dropped resource (a policy granting it, a DependsOn) goes too.
     while True:
         dangling = {n for n, r in resources.items() if _refers_to(r, dropped)}
@@ -72,6 +75,19 @@ def moto_ready_template(template: dict[str, Any]) -> dict[str, Any]:
         for name in dangling:
             del resources[name]
         dropped |= dangling
+
+
+def _trust_without_conditions_on(resource: dict[str, Any], names: set[str]) -> None:
+    """A role's trust conditions naming a dropped resource, taken out: the schedules' roles
+    trust the scheduler on condition of their schedule group's ARN (``aws:SourceArn``), and
+    the role would go with the group. moto does not evaluate those conditions anyway
+    (docs/local.md, "IAM"); the role, its grants and its trust of the service stay."""
+    if resource.get("Type") != "AWS::IAM::Role":
+        return
+    document = resource.get("Properties", {}).get("AssumeRolePolicyDocument", {})
+    for statement in document.get("Statement", []):
+        if "Condition" in statement and references(statement["Condition"]) & names:
+            del statement["Condition"]
 
 
 def _refers_to(resource: Mapping[str, Any], names: set[str]) -> bool:
@@ -120,22 +136,39 @@ class Emulator:
     this process's clients reach the same backends in-process (:mod:`.in_process`).
     """
 
-    def __init__(self, template: dict[str, Any], *, stack_name: str = "stepcrawl-local") -> None:
+    def __init__(
+        self,
+        template: dict[str, Any],
+        *,
+        stack_name: str = "stepcrawl-local",
+        enforce_iam: bool = True,
+    ) -> None:
         self.template = template
         self.stack_name = stack_name
+        self.enforce_iam = enforce_iam
         self.endpoint = ""
         self.stack: DeployedStack | None = None
+        #: The local administrator's key (the CLI's, the runtime's, the tests'), once deployed.
+        self.admin: Identity | None = None
         self._server: Any = None
         self._port = 0
+        self._enforcing = contextlib.ExitStack()
 
-    def client(self, service: str) -> Any:
-        return boto3.client(  # type: ignore[call-overload]
-            service,
-            endpoint_url=self.endpoint,
-            region_name=REGION,
-            aws_access_key_id=LOCAL_CREDENTIAL,
-            aws_secret_access_key=LOCAL_CREDENTIAL,
+    def client(self, service: str, identity: Identity | None = None) -> Any:
+        """A client of this cloud, signed by ``identity`` (default: the administrator)."""
+        identity = identity or self.admin
+        credentials = (
+            identity.client_arguments()
+            if identity is not None
+            else {"aws_access_key_id": LOCAL_CREDENTIAL, "aws_secret_access_key": LOCAL_CREDENTIAL}
         )
+        return boto3.client(  # type: ignore[call-overload]
+            service, endpoint_url=self.endpoint, region_name=REGION, **credentials
+        )
+
+    def role_identity(self, role_arn: str, service: str, session: str) -> Identity:
+        """A session of ``role_arn``, as ``service`` (``lambda.amazonaws.com``...) assumes it."""
+        return role_identity(ACCOUNT, role_arn, service, session)
 
     def start(self) -> DeployedStack:
         from moto.server import ThreadedMotoServer  # noqa: PLC0415 - local mode only
@@ -162,6 +195,12 @@ class Emulator:
         machines = self._read_state_machines()
         self._configure(execute=True)
         self._recreate_state_machines(machines)
+        # From here on every request is signed by an identity moto issued and allowed by its
+        # policies, as on AWS (emulator/moto_iam.py); the deployment above was the account
+        # owner's.
+        self.admin = admin_identity(ACCOUNT)
+        if self.enforce_iam:
+            self._enforcing.enter_context(enforcing())
         return self.stack
 
     def _configure(self, *, execute: bool) -> None:
@@ -277,6 +316,8 @@ class Emulator:
         )
 
     def stop(self) -> None:
+        self._enforcing.close()
+        self.admin = None
         if self._server is not None:
             # moto keeps its state in the process, not in the server: without a reset, the
             # next emulator of this process would find this one's stack and resources.

@@ -37,6 +37,7 @@ from stepcrawl.deployment import Deployment, stack_name
 from stepcrawl.emulator.alarms import LOCAL_ALARM_EVERY, LocalAlarms
 from stepcrawl.emulator.lambda_runtime import Chaos, FunctionSpec, LambdaRuntime, MappingSpec
 from stepcrawl.emulator.metrics import EmfForwarder
+from stepcrawl.emulator.moto_iam import AccessDeniedError, Identity, is_permitted
 from stepcrawl.emulator.scheduler import (
     LocalScheduler,
     ScheduleSpec,
@@ -45,7 +46,7 @@ from stepcrawl.emulator.scheduler import (
     schedules_from_template,
 )
 from stepcrawl.emulator.secrets import store_local_secrets
-from stepcrawl.emulator.server import ACCOUNT, LOCAL_CREDENTIAL, REGION, Emulator
+from stepcrawl.emulator.server import ACCOUNT, REGION, Emulator
 from stepcrawl.emulator.ttl import TtlReaper, ttl_attributes
 from stepcrawl.environment import quiet_node_deprecation
 from stepcrawl.errors import ConfigError
@@ -184,11 +185,12 @@ class LocalCloud:
         scale_every: float | None = LOCAL_SCALE_EVERY,
         alarm_every: float | None = LOCAL_ALARM_EVERY,
         batching_window_scale: float = 1.0,
+        enforce_iam: bool = True,
     ) -> None:
         self.template = template
         self.batching_window_scale = batching_window_scale
         self.stage = stage
-        self.emulator = Emulator(template, stack_name=stack_name(stage))
+        self.emulator = Emulator(template, stack_name=stack_name(stage), enforce_iam=enforce_iam)
         self.pipelines_dir = pipelines_dir.resolve()
         self.log_path = log_path
         self.chaos = chaos
@@ -207,6 +209,7 @@ class LocalCloud:
         self.alarms: LocalAlarms | None = None
         self._stack = contextlib.ExitStack()
         self._sweeping = threading.Event()
+        self._schedule_roles: dict[str, Identity] = {}
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -243,10 +246,16 @@ class LocalCloud:
         self.metrics = self._stack.enter_context(EmfForwarder(self.emulator.client("cloudwatch")))
         self._capture_function_output(self.log_path)
         sqs = self.emulator.client("sqs")
+        # The poller's session of each role (a container gets its own as it starts).
+        roles = {
+            name: self.emulator.role_identity(config["Role"], "lambda.amazonaws.com", name)
+            for name, config in stack.functions.items()
+        }
         functions = {name: self._function(name, config) for name, config in stack.functions.items()}
         by_arn = {
             config["FunctionArn"]: functions[name].name for name, config in stack.functions.items()
         }
+        by_name = {config["FunctionArn"]: name for name, config in stack.functions.items()}
         mappings = [
             MappingSpec(
                 by_arn[m["FunctionArn"]],
@@ -260,6 +269,8 @@ class LocalCloud:
                 ),
                 report_batch_item_failures="ReportBatchItemFailures"
                 in m.get("FunctionResponseTypes", []),
+                # Lambda's poller reads the queue with the function's role.
+                client=self.emulator.client("sqs", roles[by_name[m["FunctionArn"]]]),
             )
             for m in stack.mappings
         ]
@@ -276,7 +287,7 @@ class LocalCloud:
         self._stack.callback(close_containers)  # after the runtime has stopped (LIFO)
         self._stack.callback(self.runtime.stop)
         self.deployment = Deployment(self.stage, client=self.emulator.client)
-        self.scheduler = LocalScheduler(schedules_from_template(self.template), self._fire)
+        self.scheduler = LocalScheduler(schedules_from_template(self.template), self.deliver)
         self.scheduler.start()
         self._stack.callback(self.scheduler.stop)
         tables = {
@@ -327,10 +338,10 @@ class LocalCloud:
 
     def environment(self) -> dict[str, str]:
         """What a shell needs for the aws CLI, boto3 and ``stepcrawl`` to use this cloud."""
+        assert self.emulator.admin is not None, "the cloud is not started"
         return {
             "AWS_ENDPOINT_URL": self.emulator.endpoint,
-            "AWS_ACCESS_KEY_ID": LOCAL_CREDENTIAL,
-            "AWS_SECRET_ACCESS_KEY": LOCAL_CREDENTIAL,
+            **self.emulator.admin.environment(),
             "AWS_DEFAULT_REGION": REGION,
             "STEPCRAWL_STAGE": self.stage,
         }
@@ -357,8 +368,6 @@ class LocalCloud:
         environment |= {
             ENV_PIPELINES_DIR: str(self.pipelines_dir),
             "AWS_ENDPOINT_URL": self.emulator.endpoint,
-            "AWS_ACCESS_KEY_ID": LOCAL_CREDENTIAL,
-            "AWS_SECRET_ACCESS_KEY": LOCAL_CREDENTIAL,
             "AWS_DEFAULT_REGION": REGION,
             "POWERTOOLS_TRACE_DISABLED": "true",
         }
@@ -368,32 +377,61 @@ class LocalCloud:
             environment,
             timeout=float(config.get("Timeout", 60)),
             memory_mb=int(config.get("MemorySize", 1024)),
+            # Each container a session of the function's execution role, as on Lambda.
+            credentials=lambda: self.emulator.role_identity(
+                str(config["Role"]), "lambda.amazonaws.com", name
+            ).environment(),
         )
 
     # -- schedules ----------------------------------------------------------------------------
 
-    def _fire(self, spec: ScheduleSpec, when: datetime) -> None:
-        """EventBridge Scheduler's delivery: start the state machine or invoke the function."""
+    def deliver(self, spec: ScheduleSpec, when: datetime) -> None:
+        """EventBridge Scheduler's delivery of ``spec``'s firing at ``when``: start the state
+        machine or invoke the function, with the schedule's role (:class:`AccessDeniedError`
+        when its policies do not allow it)."""
         assert self.emulator.stack is not None
         assert self.runtime is not None
         target = self.template["Resources"].get(spec.target_ref, {})
         payload = render_input(spec, when, schedule_arn(spec, region=REGION, account=ACCOUNT))
+        # The scheduler delivers with the schedule's role: a role without the grant fails.
+        role = self._schedule_role(spec)
         if target.get("Type") == "AWS::StepFunctions::StateMachine":
             name = str(target["Properties"]["StateMachineName"])
-            self.emulator.client("stepfunctions").start_execution(
+            self.emulator.client("stepfunctions", role).start_execution(
                 stateMachineArn=self.emulator.stack.state_machines[name],
                 name=f"{when:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}",
                 input=payload or "{}",
             )
         elif target.get("Type") == "AWS::Lambda::Function":
-            kind = _kind(self.emulator.stack.resources[spec.target_ref])
+            function = self.emulator.stack.resources[spec.target_ref]
+            kind = _kind(function)
             if kind == SCALER and self.scale_every is not None:
                 return  # the scaler runs on the local clock (_scale_loop)
+            arn = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{function}"
+            if role is not None and not is_permitted(ACCOUNT, role, "lambda:InvokeFunction", arn):
+                raise AccessDeniedError(
+                    f"schedule {spec.name}: its role {role.arn} is not authorized to perform: "
+                    f"lambda:InvokeFunction on resource: {arn}"
+                )
             self.runtime.invoke(kind, json.loads(payload or "{}"))
         else:
             raise ConfigError(
                 f"schedule {spec.name}: cannot play a target of type {target.get('Type')}"
             )
+
+    def _schedule_role(self, spec: ScheduleSpec) -> Identity | None:
+        """A session of the schedule's role (``None``: a role from outside the stack, whose
+        grants cannot be known here: the administrator delivers)."""
+        assert self.emulator.stack is not None
+        name = self.emulator.stack.resources.get(spec.role_ref) if spec.role_ref else None
+        if name is None:
+            return None
+        if name not in self._schedule_roles:
+            arn = self.emulator.client("iam").get_role(RoleName=name)["Role"]["Arn"]
+            self._schedule_roles[name] = self.emulator.role_identity(
+                arn, "scheduler.amazonaws.com", spec.name
+            )
+        return self._schedule_roles[name]
 
     def _sweep_loop(self, every: float) -> None:
         def loop() -> None:

@@ -90,7 +90,8 @@ def container_environment(spec: FunctionSpec, *, region: str, log_stream: str) -
         "AWS_CONFIG_FILE": os.devnull,
         "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
     }
-    return _server_environment() | reserved | dict(spec.environment)
+    session = dict(spec.credentials()) if spec.credentials is not None else {}
+    return _server_environment() | reserved | dict(spec.environment) | session
 
 
 class ContainerProcess:

@@ -31,6 +31,12 @@ class FunctionSpec:
     timeout: float = 3.0
     memory_mb: int = 128
     version: str = "$LATEST"
+    #: Called as each container starts: the variables of its own session of the function's
+    #: execution role (``AWS_ACCESS_KEY_ID``...), as Lambda gives each execution environment
+    #: one. ``None``: none beyond ``environment``.
+    credentials: Callable[[], Mapping[str, str]] | None = field(
+        default=None, compare=False, repr=False
+    )
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", self.name):
@@ -61,6 +67,10 @@ class MappingSpec:
     max_concurrency: int | Callable[[], int] | None = None
     report_batch_item_failures: bool = False
     enabled: bool | Callable[[], bool] = True
+    #: The SQS client the mapping polls, deletes and returns messages with: on AWS, with the
+    #: function's execution role (so a role without ``sqs:ReceiveMessage`` cannot be fed).
+    #: ``None``: the runtime's own.
+    client: Any = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if not 1 <= self.batch_size <= 10_000:

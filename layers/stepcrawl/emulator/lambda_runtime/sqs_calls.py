@@ -1,4 +1,5 @@
-"""The SQS calls a mapping makes on its queue, and the counters they feed."""
+"""The SQS calls a mapping makes on its queue, and the counters they feed (with the mapping's
+own client when it has one: the function's role, as Lambda's pollers call with it)."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ def _chunks(messages: list[Message]) -> Iterator[list[Message]]:
 def receive(sqs: SQSClient, mapping: MappingState, count: int, wait: int = 0) -> list[Message]:
     # WaitTimeSeconds always explicit: a queue's own ReceiveMessageWaitTimeSeconds would
     # otherwise decide how long moto long-polls.
-    response = sqs.receive_message(
+    response = (mapping.spec.client or sqs).receive_message(
         QueueUrl=mapping.spec.queue_url,
         MaxNumberOfMessages=count,
         WaitTimeSeconds=wait,
@@ -47,7 +48,7 @@ def receive(sqs: SQSClient, mapping: MappingState, count: int, wait: int = 0) ->
 def delete(sqs: SQSClient, mapping: MappingState, messages: list[Message]) -> None:
     for chunk in _chunks(messages):
         try:
-            response = sqs.delete_message_batch(
+            response = (mapping.spec.client or sqs).delete_message_batch(
                 QueueUrl=mapping.spec.queue_url,
                 Entries=[
                     {"Id": str(n), "ReceiptHandle": m["ReceiptHandle"]} for n, m in enumerate(chunk)
@@ -72,7 +73,7 @@ def change_visibility(
     """Best effort: a failed entry (e.g. a duplicate already deleted) simply stays."""
     for chunk in _chunks(messages):
         try:
-            sqs.change_message_visibility_batch(
+            (mapping.spec.client or sqs).change_message_visibility_batch(
                 QueueUrl=mapping.spec.queue_url,
                 Entries=[
                     {
