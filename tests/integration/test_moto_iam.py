@@ -250,6 +250,15 @@ def test_a_batch_write_needs_every_table(enforced: Moto) -> None:
     with pytest.raises(ClientError) as raised:
         ddb.batch_write_item(RequestItems={"one": [put], "two": [put]})
     _denied(raised, "dynamodb:BatchWriteItem")
+    keys = {"Keys": [{"pk": {"S": "a"}}]}
+    with pytest.raises(ClientError) as raised:
+        ddb.batch_get_item(RequestItems={"one": keys})
+    _denied(raised, "dynamodb:BatchGetItem")
+    with _unenforced():
+        reader = _role(enforced, "reader", _allow("dynamodb:BatchGetItem", one))
+    assert _client("dynamodb", _session(reader)).batch_get_item(RequestItems={"one": keys})[
+        "Responses"
+    ]["one"]
 
 
 # ---- SQS ------------------------------------------------------------------------------------
@@ -342,6 +351,37 @@ def test_an_event_source_mapping_is_authorized_on_its_arn(enforced: Moto) -> Non
     _denied(raised, "lambda:UpdateEventSourceMapping")
 
 
+def test_invoke_is_authorized_as_invoke_function_on_any_form_of_the_name(
+    enforced: Moto, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``Invoke`` is the IAM action ``lambda:InvokeFunction``, on the function's ARN whether
+    the caller names it, gives its ARN (``:`` sent as ``%3A``) or a qualifier; an ``Invoke``
+    without a payload (an empty POST body) verifies."""
+    from moto.core.config import default_user_config  # noqa: PLC0415
+
+    monkeypatch.setitem(default_user_config, "lambda", {"use_docker": False})
+    with _unenforced():
+        role = _role(enforced, "fn-role", _allow("logs:*", "*"))
+        function = enforced.client("lambda").create_function(
+            FunctionName="fn",
+            Runtime="python3.12",
+            Role=role,
+            Handler="h.handler",
+            Code={"ZipFile": b"PK\x05\x06" + b"\x00" * 18},
+        )["FunctionArn"]
+        caller = _role(
+            enforced, "caller", _allow("lambda:InvokeFunction", [function, f"{function}:*"])
+        )
+        other = _role(enforced, "other", _allow("lambda:InvokeFunction", f"{function}-other"))
+    client = _client("lambda", _session(caller))
+    for name in ("fn", function, f"{ACCOUNT}:function:fn"):
+        assert client.invoke(FunctionName=name)["StatusCode"] == 200
+    assert client.invoke(FunctionName="fn", Qualifier="$LATEST")["StatusCode"] == 200
+    with pytest.raises(ClientError) as raised:
+        _client("lambda", _session(other)).invoke(FunctionName=function, Payload=b"{}")
+    _denied(raised, "lambda:InvokeFunction")
+
+
 def test_a_secret_is_authorized_on_its_arn(enforced: Moto) -> None:
     with _unenforced():
         secrets = enforced.client("secretsmanager")
@@ -418,6 +458,8 @@ def test_integrations_sign_with_the_execution_role_and_tokens_belong_to_their_ma
     # The other machine's role may not send to the queue: its execution fails on it.
     failed = sfn.start_execution(stateMachineArn=mute, name="two")["executionArn"]
     assert _final(sfn, failed) == "FAILED"
+    described = sfn.describe_execution(executionArn=failed)
+    assert "is not authorized to perform: sqs:SendMessage" in described.get("cause", ""), described
 
 
 def _final(sfn: Any, execution: str) -> str:
@@ -483,7 +525,13 @@ def test_cloudwatch_actions_carry_their_iam_prefix(enforced: Moto) -> None:
 def test_a_gzipped_request_verifies(enforced: Moto) -> None:
     """botocore gzips a PutMetricData body over 10 KB and signs the zipped bytes."""
     cloudwatch = _client("cloudwatch", admin_identity(ACCOUNT))
+    encodings: list[str | bytes] = []
+    cloudwatch.meta.events.register(
+        "before-send.cloudwatch.PutMetricData",
+        lambda request, **_: encodings.append(request.headers.get("Content-Encoding", "")),
+    )
     data = [{"MetricName": f"metric-{n:03}", "Value": float(n)} for n in range(500)]
     cloudwatch.put_metric_data(Namespace="big", MetricData=data)
+    assert encodings in (["gzip"], [b"gzip"]), "the request this test is about was not compressed"
     listed = cloudwatch.get_paginator("list_metrics").paginate(Namespace="big")
     assert sum(len(page["Metrics"]) for page in listed) == 500

@@ -16,8 +16,9 @@ uses that machinery as it is (:func:`enforcing`), with the identities AWS would 
 Where moto's check differs from AWS's for a call the stack makes, it is mended in one place
 (:mod:`stepcrawl.emulator.moto_iam_requests`, assembled by :func:`iam_patches`), and Step
 Functions' integrations, which call services with a fixed key moto issued to no one, sign
-with a session of the execution's role (``RoleArn`` of the state machine, or the state's
-``Credentials``).
+with a session of the execution's role. (A state's own ``Credentials`` role is assumed here
+as ``states.amazonaws.com`` trusts it; on AWS the execution role assumes it, which needs its
+trust of that role and ``sts:AssumeRole`` on it: not checked. The stack uses none.)
 
 Not checked, and said so in docs/local.md: condition keys (moto evaluates only a few, for
 ``AssumeRole`` trust), resource-based policies (bucket, queue, key policies; Lambda's
@@ -27,7 +28,7 @@ STS session; each container is given its own session as it starts, as on Lambda)
 
 from __future__ import annotations
 
-import importlib
+import fnmatch
 import json
 import sys
 import threading
@@ -100,7 +101,7 @@ def admin_identity(account: str) -> Identity:
         backend.create_user(region_name="us-east-1", user_name=ADMIN_USER)
         backend.put_user_policy(ADMIN_USER, "administrator", _ADMIN_POLICY)
     user = backend.users[ADMIN_USER]
-    for old in list(user.access_keys)[1:]:  # IAM allows two keys a user
+    for old in list(user.access_keys)[:-1]:  # IAM allows two keys a user: keep the newest
         backend.delete_access_key(old.access_key_id, ADMIN_USER)
     key = backend.create_access_key(ADMIN_USER)
     return Identity(key.access_key_id, key.secret_access_key, None, user.arn)
@@ -161,17 +162,20 @@ def role_identity(account: str, role_arn: str, service: str, session: str) -> Id
 
 
 def _trusts(document: Any, service: str) -> bool:
+    """Whether the trust policy allows ``service`` ``sts:AssumeRole`` (IAM's wildcards on
+    the action; a principal of ``*`` trusts every service)."""
     policy = json.loads(document) if isinstance(document, str) else document
     statements = policy.get("Statement", [])
     for statement in statements if isinstance(statements, list) else [statements]:
         actions = statement.get("Action", [])
         actions = [actions] if isinstance(actions, str) else actions
-        principals = statement.get("Principal", {}).get("Service", [])
-        principals = [principals] if isinstance(principals, str) else principals
+        principal = statement.get("Principal", {})
+        services = principal.get("Service", []) if isinstance(principal, dict) else principal
+        services = [services] if isinstance(services, str) else services
         if (
             statement.get("Effect") == "Allow"
-            and "sts:AssumeRole" in actions
-            and service in principals
+            and any(fnmatch.fnmatchcase("sts:AssumeRole", a) for a in actions)
+            and (service in services or "*" in services)
         ):
             return True
     return False
@@ -187,15 +191,22 @@ def _signed_integrations(original: Callable[..., Any]) -> Callable[..., Any]:
         role = getattr(state_credentials, "role_arn", None)
         if not role or not is_enforcing():
             return original(region, service, state_credentials)
+        account = role.split(":")[4]
         with lock:
             identity = sessions.get(role)
-            if identity is None:
+            if identity is None or not _session_exists(account, identity):
+                # A session of an emulator since reset is one STS no longer knows.
                 identity = sessions[role] = role_identity(
-                    role.split(":")[4], role, "states.amazonaws.com", "stepcrawl-execution"
+                    account, role, "states.amazonaws.com", "stepcrawl-execution"
                 )
         return _integration_client(region, service, identity)
 
     return boto_client_for
+
+
+def _session_exists(account: str, identity: Identity) -> bool:
+    backend = sts_backends[account][_PARTITION]
+    return backend.get_assumed_role_from_access_key(identity.access_key_id) is not None
 
 
 def _integration_client(region: str, service: str, identity: Identity) -> Any:
@@ -231,14 +242,14 @@ def iam_patches() -> list[tuple[object, str, Any]]:
     """Every IAM mend, as (owner, attribute, value) for :func:`apply_moto_patches`."""
     from moto.stepfunctions.parser.asl.utils import boto_client  # noqa: PLC0415
 
-    for integration in _INTEGRATION_MODULES:
-        importlib.import_module(integration)
     original = boto_client.boto_client_for
     signed = _signed_integrations(original)
     patches: list[tuple[object, str, Any]] = [
         *request_patches(),
         (boto_client, "boto_client_for", signed),
     ]
+    # A module imported after this binds the patched function; one imported before has its
+    # own binding of moto's, replaced here.
     for module_name, module in list(sys.modules.items()):
         if (
             module_name.startswith("moto.stepfunctions.")
@@ -246,17 +257,3 @@ def iam_patches() -> list[tuple[object, str, Any]]:
         ):
             patches.append((module, "boto_client_for", signed))
     return patches
-
-
-#: moto's Step Functions modules that import ``boto_client_for`` by name (imported before
-#: patching, so each one's binding is replaced; a test checks the list is whole).
-_INTEGRATION_MODULES: Final = (
-    "moto.stepfunctions.parser.asl.component.state.exec.state_task.lambda_eval_utils",
-    "moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service_aws_sdk",
-    "moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service_dynamodb",
-    "moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service_events",
-    "moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service_sfn",
-    "moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service_sns",
-    "moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service_sqs",
-    "moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service_unsupported",
-)

@@ -4,16 +4,19 @@ moto checks a request's signature, then evaluates the caller's policies for its 
 :func:`enforcing` is on. Each mend below is tested against AWS's documented behaviour in
 ``tests/integration/test_moto_iam.py``:
 
-- **Signatures of empty requests.** moto hashed a request's parsed query parameters as
-  the payload of a ``GET`` (or ``HEAD``, ``DELETE``) without a body, so none of a REST API
-  (Lambda's ``ListFunctions``) verified; SigV4 signs the empty string's hash for no payload.
+- **Signatures of empty requests.** moto hashed a request's parsed parameters (its query,
+  even its headers) as the payload of a request without a body, so no ``GET`` of a REST API
+  (Lambda's ``ListFunctions``) and no ``Invoke`` without a payload verified; SigV4 signs the
+  empty string's hash for no payload.
 - **Resources.** moto evaluates most services' requests against the resource ``*``, which no
   least-privilege statement (``Resource: arn:...:table/T``) matches: the stack's own grants
   would all be refused. Each request is evaluated against the resources AWS authorizes it on
   (:func:`_authorizations`): DynamoDB's table (or index) ARN, and for ``BatchGetItem`` /
   ``BatchWriteItem`` every table named; Step Functions' state machine or execution ARN (a task
-  token's: its state machine's); Lambda's event-source mapping or function ARN; Secrets
-  Manager's secret ARN; SQS's queue ARN also for ``GetQueueUrl`` (moto: ``*``).
+  token's: its state machine's); Lambda's event-source mapping or function ARN (decoded,
+  qualified, ``Invoke`` as ``lambda:InvokeFunction``); Secrets Manager's secret ARN; SQS's
+  queue ARN also for ``GetQueueUrl``; X-Ray's sampling rule for ``UpdateSamplingRule``;
+  SSM's parameter for ``GetParameter(s)`` (moto: ``*``).
 - **Compressed bodies.** botocore gzips a large ``PutMetricData``; moto unzipped it before
   checking a signature made over the zipped bytes, so it refused the request.
 - **Action names.** moto named an action by the service's signing name, and CloudWatch
@@ -32,9 +35,10 @@ moto checks a request's signature, then evaluates the caller's policies for its 
 - **Errors.** moto renders its authorization errors as XML whatever the protocol, which
   botocore cannot read from a JSON service (the code comes out as ``403``). They are
   answered as the JSON protocols do (``AccessDeniedException``,
-  ``UnrecognizedClientException``, ``InvalidSignatureException``), and an access denied names
-  the caller, action and resource, as AWS's message does (S3's too: moto said "Access
-  Denied").
+  ``UnrecognizedClientException``, ``InvalidSignatureException``). A denial of a request
+  whose resource is resolved here (and S3's, where moto said "Access Denied") names the
+  caller, action and resource, as AWS's message does; moto's other denials name the caller
+  and the action.
 """
 
 from __future__ import annotations
@@ -47,7 +51,7 @@ import re
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any, Final
-from urllib.parse import urlparse
+from urllib.parse import parse_qs, unquote, urlparse
 
 from moto import settings
 from moto.core.authorization import ActionAuthenticatorMixin
@@ -171,17 +175,35 @@ def _machine_of_token(response: Any, token: str) -> str | None:
     return None
 
 
+#: Lambda API operations whose IAM action has another name (Service Authorization
+#: Reference, "Actions defined by AWS Lambda").
+_LAMBDA_ACTIONS: Final = {"Invoke": "InvokeFunction", "InvokeWithResponseStream": "InvokeFunction"}
+
+
 def _lambda(response: Any, action: str) -> _Checks | None:
-    parts = urlparse(response.uri).path.strip("/").split("/")
+    parts = [unquote(p) for p in urlparse(response.uri).path.strip("/").split("/")]
     region, account = response.region, response.current_account
+    action = _LAMBDA_ACTIONS.get(action, action)
     if len(parts) >= 3 and parts[1] == "event-source-mappings":
         return [(action, f"arn:aws:lambda:{region}:{account}:event-source-mapping:{parts[2]}")]
     if len(parts) >= 3 and parts[1] == "functions":
-        name = parts[2]
-        if not name.startswith("arn:"):
-            name = f"arn:aws:lambda:{region}:{account}:function:{name}"
-        return [(action, name)]
+        qualifier = parse_qs(urlparse(response.uri).query).get("Qualifier", [""])[0]
+        return [(action, _function_arn(parts[2], qualifier, region, account))]
     return None
+
+
+def _function_arn(name: str, qualifier: str, region: str, account: str) -> str:
+    """The ARN a function is authorized on, from any form ``FunctionName`` takes (a name,
+    ``name:alias``, ``account:function:name``, a full ARN), qualified as requested."""
+    if name.startswith("arn:"):
+        arn = name
+    elif ":function:" in name:
+        arn = f"arn:aws:lambda:{region}:{name}"
+    else:
+        arn = f"arn:aws:lambda:{region}:{account}:function:{name}"
+    if qualifier and arn.count(":") == 6:
+        arn = f"{arn}:{qualifier}"
+    return arn
 
 
 def _secretsmanager(response: Any, action: str) -> _Checks | None:
@@ -191,8 +213,11 @@ def _secretsmanager(response: Any, action: str) -> _Checks | None:
     if not secret_id:
         return None
     store = secretsmanager_backends[response.current_account][response.region].secrets
-    if secret_id in store:
-        return [(action, str(store[secret_id].arn))]
+    try:  # moto's store is a dict other requests change meanwhile
+        if secret_id in store:
+            return [(action, str(store[secret_id].arn))]
+    except (KeyError, RuntimeError):
+        pass
     return [
         (
             action,
@@ -220,12 +245,32 @@ _SQS_BATCHES: Final = {
 }
 
 
+def _xray(response: Any, action: str) -> _Checks | None:
+    rule = (_body(response).get("SamplingRuleUpdate") or {}).get("RuleName")
+    if action != "UpdateSamplingRule" or not rule:
+        return None
+    return [
+        (action, f"arn:aws:xray:{response.region}:{response.current_account}:sampling-rule/{rule}")
+    ]
+
+
+def _ssm(response: Any, action: str) -> _Checks | None:
+    body = _body(response)
+    names = body.get("Names") or ([body["Name"]] if body.get("Name") else [])
+    if action not in ("GetParameter", "GetParameters") or not names:
+        return None
+    prefix = f"arn:aws:ssm:{response.region}:{response.current_account}:parameter/"
+    return [(action, n if n.startswith("arn:") else prefix + n.lstrip("/")) for n in names]
+
+
 _SERVICES: Final[dict[str, Callable[[Any, str], _Checks | None]]] = {
     "dynamodb": _dynamodb,
     "stepfunctions": _stepfunctions,
     "awslambda": _lambda,
     "secretsmanager": _secretsmanager,
     "sqs": _sqs,
+    "xray": _xray,
+    "ssm": _ssm,
 }
 
 
@@ -341,9 +386,6 @@ def _as_json(response: Any, error: _RESTError) -> JsonRESTError:
     return translated
 
 
-_NO_PAYLOAD: Final = frozenset({"GET", "HEAD", "DELETE"})
-
-
 def _signed_payload(original: Callable[..., Any]) -> Callable[..., Any]:
     """SigV4 signs the hash of the request's payload, the empty string's for an empty one
     ("Create a canonical request", HashedPayload). moto hashed its parsed parameters in place
@@ -351,9 +393,10 @@ def _signed_payload(original: Callable[..., Any]) -> Callable[..., Any]:
 
     def create_aws_request(self: Any) -> Any:
         request = original(self)
-        # A form POST's body reaches moto parsed (its ``data``), which it rightly signs; a
-        # request without a payload has only query parameters, signed in the URL.
-        if not self._body and self._method in _NO_PAYLOAD:
+        # A form POST's body reaches moto parsed (its ``data``), which it rightly signs; any
+        # other request without a body has an empty payload (its parameters are in the URL).
+        content_type = str(self._headers.get("Content-Type", ""))
+        if not self._body and "x-www-form-urlencoded" not in content_type:
             request.data = b""
         return request
 

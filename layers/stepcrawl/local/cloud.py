@@ -387,8 +387,10 @@ class LocalCloud:
 
     def deliver(self, spec: ScheduleSpec, when: datetime) -> None:
         """EventBridge Scheduler's delivery of ``spec``'s firing at ``when``: start the state
-        machine or invoke the function, with the schedule's role (:class:`AccessDeniedError`
-        when its policies do not allow it)."""
+        machine or invoke the function, with the schedule's role. A role that may not:
+        botocore's ``ClientError`` (``AccessDeniedException``) for a state machine, and
+        :class:`AccessDeniedError` for a function (invoked by the local runtime, not by a
+        request)."""
         assert self.emulator.stack is not None
         assert self.runtime is not None
         target = self.template["Resources"].get(spec.target_ref, {})
