@@ -1,5 +1,6 @@
-"""The SQS calls a mapping makes on its queue, and the counters they feed (with the mapping's
-own client when it has one: the function's role, as Lambda's pollers call with it)."""
+"""The SQS calls a mapping makes on its queue, and the counters they feed. Receives and
+deletes use the mapping's own client when it has one (the function's role, as Lambda's
+pollers call with it)."""
 
 from __future__ import annotations
 
@@ -73,7 +74,9 @@ def change_visibility(
     """Best effort: a failed entry (e.g. a duplicate already deleted) simply stays."""
     for chunk in _chunks(messages):
         try:
-            (mapping.spec.client or sqs).change_message_visibility_batch(
+            # The runtime's own client: returning messages early is a local shortcut (chaos,
+            # a stopping runtime), not a call Lambda's poller makes with the function's role.
+            sqs.change_message_visibility_batch(
                 QueueUrl=mapping.spec.queue_url,
                 Entries=[
                     {
