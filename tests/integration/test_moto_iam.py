@@ -154,6 +154,29 @@ def test_a_role_is_assumed_only_by_a_service_it_trusts(moto: Moto) -> None:
         role_identity(ACCOUNT, arn, "scheduler.amazonaws.com", "x")
 
 
+def test_a_trust_policy_with_wildcards_trusts_as_iam_reads_it(moto: Moto) -> None:
+    iam = moto.client("iam")
+    trust = {
+        "Version": "2012-10-17",
+        "Statement": [{"Effect": "Allow", "Principal": {"Service": "*"}, "Action": "sts:*"}],
+    }
+    arn = iam.create_role(RoleName="open", AssumeRolePolicyDocument=json.dumps(trust))["Role"][
+        "Arn"
+    ]
+    assert role_identity(ACCOUNT, arn, "scheduler.amazonaws.com", "x").session_token
+
+
+def test_the_administrator_key_handed_out_last_stays_valid(enforced: Moto) -> None:
+    """IAM allows two access keys a user: a third one revokes the oldest, never the newest."""
+    with _unenforced():
+        keys = [admin_identity(ACCOUNT) for _ in range(3)]
+    assert _client("dynamodb", keys[-1]).list_tables()["TableNames"] == []
+    assert _client("dynamodb", keys[-2]).list_tables()["TableNames"] == []
+    with pytest.raises(ClientError) as raised:
+        _client("dynamodb", keys[0]).list_tables()
+    assert raised.value.response["Error"]["Code"] == "UnrecognizedClientException"
+
+
 def test_is_permitted_reads_the_role_policies(moto: Moto) -> None:
     arn = _role(moto, "invoker", _allow("lambda:InvokeFunction", "arn:aws:lambda:*:*:function:a"))
     session = _session(arn)

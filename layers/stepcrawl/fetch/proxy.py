@@ -170,7 +170,8 @@ def read_proxy_secret(name: str, force_fetch: bool = False) -> str:
     granted = ProxyGrants.read().proxy_secrets
     if granted is not None and name not in granted:
         # the stack grants the fetch function the secrets its pipelines name, and sets this
-        # list: the local cloud (no IAM) then refuses exactly what AWS would
+        # list: AWS (and the local cloud, which enforces IAM) would refuse any other secret
+        # with AccessDenied; this says which setting to change, before the request
         raise PermissionError(
             f"secret {name!r} is not one the stack granted the fetch function "
             f"({ENV_PROXY_SECRETS}); deploy the pipeline that names it"
