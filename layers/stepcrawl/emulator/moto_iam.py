@@ -84,14 +84,8 @@ class Identity:
         return variables
 
     def client_arguments(self) -> dict[str, str]:
-        """boto3 ``client(...)`` keyword arguments."""
-        arguments = {
-            "aws_access_key_id": self.access_key_id,
-            "aws_secret_access_key": self.secret_access_key,
-        }
-        if self.session_token:
-            arguments["aws_session_token"] = self.session_token
-        return arguments
+        """boto3 ``client(...)`` keyword arguments: the variables' names in lower case."""
+        return {name.lower(): value for name, value in self.environment().items()}
 
 
 def admin_identity(account: str) -> Identity:
