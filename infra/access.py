@@ -2,16 +2,20 @@
 
 | worker   | table | bucket                                       | send to       | machines      |
 |----------|-------|----------------------------------------------|---------------|---------------|
-| dispatch | rw    | rw+delete ``items/``, ``quarantine/`` and    | fetch (feed), | task response |
-|          |       | each S3 load target's prefix                 | control       |               |
+| dispatch | rw    | rw+delete ``items/``, ``quarantine/``,       | fetch (feed), | task response |
+|          |       | ``profiles/`` and each S3 load target's      | control       |               |
+|          |       | prefix                                       |               |               |
 | fetch    | rw    | put ``bodies/``                              | fetch, parse  | -             |
-| parse    | rw    | get ``bodies/``; put+delete ``items/``;      | fetch, control| task response |
-|          |       | put ``archive/`` (``archive: warc``)         |               |               |
-| sweeper  | rw    | -                                            | fetch, control| task response |
+| parse    | rw    | get ``bodies/``; get+put+delete ``items/``;  | fetch, control| task response |
+|          |       | put ``archive/`` (``archive: warc``),        |               |               |
+|          |       | ``profiles/``                                |               |               |
+| sweeper  | rw    | get ``items/``, put ``profiles/``            | fetch, control| task response |
 | scaler   | rw    | -                                            | -             | -             |
 | notify   | get, put, delete | -                                 | -             | -             |
 
-plus, for the scaler, ``sqs:GetQueueAttributes`` on the fetch and parse queues,
+plus, for dispatch, parse and sweeper (they finish crawl tasks), ``sns:Publish`` on the alert
+topic (:mod:`infra.alerting`: data-quality alerts); for the scaler,
+``sqs:GetQueueAttributes`` on the fetch and parse queues,
 ``lambda:GetEventSourceMapping``/``UpdateEventSourceMapping`` on those two mappings only, and
 ``cloudwatch:GetMetricStatistics`` (which takes no resource: cdk-nag's finding is acknowledged
 in :mod:`infra.nag`); and, for dispatch, write access to the DynamoDB tables that deployed
@@ -52,12 +56,14 @@ from stepcrawl.crawl.paths import body_key, items_part_key, quarantine_prefix
 from stepcrawl.crawl.tasklog import spill_key
 from stepcrawl.names import ENV_PROXY_SECRETS
 from stepcrawl.pipeline import CrawlTask
+from stepcrawl.quality import profile_object_key
 
 __all__ = [
     "ARCHIVES",
     "BODIES",
     "ITEMS",
     "LOG_SPILLS",
+    "PROFILES",
     "QUARANTINE",
     "WorkerAccess",
     "load_prefix_pattern",
@@ -77,6 +83,9 @@ QUARANTINE = _top(quarantine_prefix("pipeline", "run", "task"))
 #: by whoever appends to or reads a task's log.
 LOG_SPILLS = _top(spill_key("run", "task", "name"))
 ARCHIVES = _top(archive_key("pipeline", "run", "task", "bundle"))  # archive: warc
+#: Data profiles (crawl/quality_check.py): written by whoever finishes a crawl task, which
+#: reads a sample of the task's items parts to build it.
+PROFILES = _top(profile_object_key("pipeline", "run", "task"))
 
 
 def load_prefix_pattern(template: str) -> str:
@@ -131,7 +140,7 @@ class WorkerAccess(Construct):
         # dispatch: seeds the frontier, feeds, runs ETL stages, answers task tokens.
         table.grant_read_write_data(dispatch)
         self.dispatch_patterns = sorted(
-            {ITEMS, QUARANTINE, LOG_SPILLS, *self._load_patterns(sources)}
+            {ITEMS, QUARANTINE, LOG_SPILLS, PROFILES, *self._load_patterns(sources)}
         )
         for pattern in self.dispatch_patterns:
             bucket.grant_read_write(dispatch, pattern)  # includes s3:DeleteObject*
@@ -160,8 +169,10 @@ class WorkerAccess(Construct):
         # parse: reads large raw pages, writes (and empties) item parts, feeds, finishes tasks.
         table.grant_read_write_data(parse)
         bucket.grant_read(parse, BODIES)
+        bucket.grant_read(parse, ITEMS)  # a finishing task's profile samples its parts
         bucket.grant_put(parse, ITEMS)
         bucket.grant_delete(parse, ITEMS)
+        bucket.grant_put(parse, PROFILES)
         bucket.grant_put(parse, ARCHIVES)  # archive: warc, one file per bundle
         bucket.grant_read(parse, LOG_SPILLS)
         bucket.grant_put(parse, LOG_SPILLS)
@@ -227,6 +238,8 @@ class WorkerAccess(Construct):
         storage.table.grant_read_write_data(sweeper)
         storage.bucket.grant_read(sweeper, LOG_SPILLS)  # the cost guard's drain appends
         storage.bucket.grant_put(sweeper, LOG_SPILLS)
+        storage.bucket.grant_read(sweeper, ITEMS)  # finishing a task: its data profile
+        storage.bucket.grant_put(sweeper, PROFILES)
         queues.fetch.queue.grant_send_messages(sweeper)
         queues.control.queue.grant_send_messages(sweeper)
         for machine in machines:

@@ -2,7 +2,8 @@
 
 CloudWatch alarms (:mod:`infra.alarms`) publish their state changes to the topic, and an
 EventBridge rule publishes the stage's Step Functions executions that end FAILED, TIMED_OUT or
-ABORTED; the notify function (docs/alerts.md) turns each into one chat message. The topic is
+ABORTED, and the functions that finish crawl tasks publish their data-quality checks that
+changed state; the notify function (docs/alerts.md) turns each into one chat message. The topic is
 encrypted with a key of its own: CloudWatch and EventBridge cannot publish to a topic under
 the AWS-managed SNS key, whose policy does not let them use it.
 """
@@ -23,6 +24,8 @@ from aws_cdk import aws_sns_subscriptions as subscriptions
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
+from stepcrawl.names import ENV_ALERT_TOPIC_ARN
+
 __all__ = ["FAILED_STATUSES", "AlertTopic"]
 
 #: Execution statuses that page someone (SUCCEEDED and RUNNING do not).
@@ -30,8 +33,9 @@ FAILED_STATUSES: Final = ("FAILED", "TIMED_OUT", "ABORTED")
 
 
 class AlertTopic(Construct):
-    """``topic`` (KMS-encrypted, TLS only), the notifier subscribed to it, and the rule
-    sending failed runs to it."""
+    """``topic`` (KMS-encrypted, TLS only), the notifier subscribed to it, the rule
+    sending failed runs to it, and the functions that finish crawl tasks allowed to publish
+    their data-quality alerts to it (``finishers``)."""
 
     def __init__(
         self,
@@ -41,6 +45,7 @@ class AlertTopic(Construct):
         prefix: str,
         machines: Sequence[sfn.IStateMachine],
         notifier: lambda_.IFunction,
+        finishers: Sequence[lambda_.Function] = (),
     ) -> None:
         super().__init__(scope, construct_id)
         self.key = kms.Key(
@@ -59,6 +64,11 @@ class AlertTopic(Construct):
             principal = iam.ServicePrincipal(service)
             self.key.grant(principal, "kms:Decrypt", "kms:GenerateDataKey*")
             self.topic.grant_publish(principal)
+        for finisher in finishers:
+            # Finishing crawl tasks publish their data-quality checks (crawl/quality_check.py);
+            # grant_publish covers the topic key's kms:Decrypt / GenerateDataKey* too.
+            self.topic.grant_publish(finisher)
+            finisher.add_environment(ENV_ALERT_TOPIC_ARN, self.topic.topic_arn)
         self.failed_runs: events.Rule | None = None
         if machines:
             self.failed_runs = events.Rule(

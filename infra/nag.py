@@ -14,7 +14,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from constructs import IConstruct
 
-from infra.access import ARCHIVES, BODIES, ITEMS, LOG_SPILLS
+from infra.access import ARCHIVES, BODIES, ITEMS, LOG_SPILLS, PROFILES
 from infra.console import Console
 from infra.pipelines import OWN_EXECUTION_ACTIONS, integrations, state_machine_name
 from infra.stack import StepcrawlStack
@@ -40,6 +40,10 @@ SFN_SERVICE_REASON = (
 S3_ACTION_REASON = (
     "Action groups of the CDK grant_* methods (the stack grants only through them); every one "
     "is limited to object-key prefixes of the stack's own bucket (infra/access.py)."
+)
+ALERT_KEY_REASON = (
+    "Added by the alert topic's grant_publish: publishing to a topic under a customer managed "
+    "key needs kms:GenerateDataKey* (AWS's SNS encryption docs); limited to that one key."
 )
 PREFIX_REASON = (
     "Objects under one key prefix of the stack's own bucket, the prefix this worker's keys are "
@@ -111,8 +115,8 @@ def acknowledge_reviewed_findings(stack: StepcrawlStack) -> None:
     worker_prefixes = {
         stack.workers.dispatch: stack.access.dispatch_patterns,
         stack.workers.fetch: [BODIES],
-        stack.workers.parse: sorted({ARCHIVES, BODIES, ITEMS, LOG_SPILLS}),
-        stack.workers.sweeper: [LOG_SPILLS],
+        stack.workers.parse: sorted({ARCHIVES, BODIES, ITEMS, LOG_SPILLS, PROFILES}),
+        stack.workers.sweeper: sorted({ITEMS, LOG_SPILLS, PROFILES}),
     }
     actions = {
         stack.workers.dispatch: ["Abort*", "DeleteObject*", "GetBucket*", "GetObject*", "List*"],
@@ -122,6 +126,8 @@ def acknowledge_reviewed_findings(stack: StepcrawlStack) -> None:
     }
     for function, patterns in worker_prefixes.items():
         policy = _policy(function.role)
+        if function is not stack.workers.fetch:  # it finishes crawl tasks: their alerts
+            _ack(policy, "IAM5[Action::kms:GenerateDataKey*]", ALERT_KEY_REASON)
         for pattern in patterns:
             _ack(policy, f"IAM5[Resource::<{bucket}.Arn>/{pattern}]", PREFIX_REASON)
         for action in actions[function]:

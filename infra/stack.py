@@ -119,6 +119,7 @@ class StepcrawlStack(Stack):
             prefix=config.prefix,
             machines=list(machines.values()),
             notifier=self.workers.notify,
+            finishers=[self.workers.dispatch, self.workers.parse, self.workers.sweeper],
         )
         self.alarms = Alarms(
             self,

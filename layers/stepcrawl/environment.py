@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from stepcrawl.errors import ConfigError
 from stepcrawl.names import (
     ENV_ALERT_CHANNELS,
+    ENV_ALERT_TOPIC_ARN,
     ENV_BUCKET,
     ENV_CHROMIUM,
     ENV_CONTROL_QUEUE_URL,
@@ -122,6 +123,8 @@ class WorkerEnvironment(_EngineSettings):
     pipelines_dir: str = Field("pipelines", alias=ENV_PIPELINES_DIR)
     #: Where browser pages go (``render: browser`` deployed): the feeders' and render's.
     render_queue_url: str | None = Field(None, alias=ENV_RENDER_QUEUE_URL)
+    #: Where finishing tasks publish data-quality alerts (infra/alerting.py); none: logged.
+    alert_topic_arn: str | None = Field(None, alias=ENV_ALERT_TOPIC_ARN)
     #: The secrets the fetcher may read for proxies (``infra/access.py``): fetch's allow-list.
     proxy_secrets: tuple[str, ...] = Field((), alias=ENV_PROXY_SECRETS)
     #: The Chromium to render with (render's image sets it; unset: found on PATH).

@@ -11,7 +11,10 @@ from typing import Final
 __all__ = [
     "CANCELLED_ERROR",
     "CONTROL_MESSAGE_VERSION",
+    "DATA_QUALITY_ERROR",
+    "DATA_QUALITY_KIND",
     "ENV_ALERT_CHANNELS",
+    "ENV_ALERT_TOPIC_ARN",
     "ENV_BUCKET",
     "ENV_CHROMIUM",
     "ENV_CONTROL_QUEUE_URL",
@@ -105,6 +108,10 @@ ERROR_PREFIX: Final = "Stepcrawl."
 CANCELLED_ERROR: Final = "Stepcrawl.Cancelled"
 #: Error of a crawl task whose failed pages exceed its ``max_error_ratio``.
 TOO_MANY_FAILURES_ERROR: Final = "Stepcrawl.TooManyFailures"
+#: Error of a crawl task a ``fail`` data-quality monitor failed (docs/pipelines.md).
+DATA_QUALITY_ERROR: Final = "Stepcrawl.DataQuality"
+#: ``kind`` of a data-quality alert on the alert topic (alerts/events.py, QualityChange).
+DATA_QUALITY_KIND: Final = "stepcrawl.data_quality"
 #: Error of a run stopped by a newer one of its pipeline (``overlap: replace``).
 REPLACED_ERROR: Final = "Stepcrawl.Replaced"
 
@@ -131,6 +138,8 @@ ENV_SCALER: Final = "STEPCRAWL_SCALER"
 #: The notifier's channels: names of Secrets Manager secrets (or ``ssm:<parameter>``), never
 #: the webhook URLs themselves (docs/alerts.md).
 ENV_ALERT_CHANNELS: Final = "STEPCRAWL_ALERT_CHANNELS"
+#: The alert topic's ARN: where a finishing task publishes its data-quality alerts.
+ENV_ALERT_TOPIC_ARN: Final = "STEPCRAWL_ALERT_TOPIC_ARN"
 #: The deployment's stage (state machines are ``stepcrawl-<stage>-<pipeline>``).
 ENV_STAGE: Final = "STEPCRAWL_STAGE"
 #: The fetch function's proxy secrets (comma-separated names or ARNs, as the deployed

@@ -99,6 +99,7 @@ def _services() -> CrawlServices:
         DynamoTable,
         S3BlobStore,
         SfnTokens,
+        SnsTopic,
         SqsQueue,
     )
 
@@ -122,6 +123,7 @@ def _services() -> CrawlServices:
         render_queue=(  # render: browser (crawl/render.py)
             SqsQueue(env.render_queue_url, meter=meter) if env.render_queue_url else None
         ),
+        alerts=SnsTopic(env.alert_topic_arn, meter=meter) if env.alert_topic_arn else None,
     )
 
 

@@ -17,6 +17,7 @@
 | task admission    | ``ADMIT#<run>``                 | ``Q#<task>``               |
 | admitting run     | ``ADMITTING``                   | ``<run>``                  |
 | page state        | ``PAGE#<pipeline>#<task>#<url hash>`` | ``S``                  |
+| data profile      | ``QUALITY#<pipeline>#<task>``   | ``<newest first>#<run>``   |
 
 There is no item per URL: a task's URL state is its log (:mod:`stepcrawl.crawl.tasklog`), one
 sequence whose entries are spread over :data:`LOG_STRIPES` partitions by sequence number
@@ -38,6 +39,9 @@ their own, apart from the task records, which every commit writes: they take a f
 task start and finish, and one query reads a run's whole queue. ``ADMITTING`` lists the runs
 that have tasks waiting or holding a slot, for the periodic sweep (as ``RUNNING`` lists the
 running crawl tasks).
+
+A task's data profiles (:mod:`stepcrawl.quality.history`) outlive runs too: one small item
+per run, newest first in sort order, so the baseline is one query of the first few.
 
 Page states are the one item per URL, and only for ``incremental: true`` tasks
 (:mod:`stepcrawl.crawl.incremental`): they outlive runs (the TTL ``expires_at``), so their
@@ -74,6 +78,8 @@ __all__ = [
     "log_stripe",
     "page_state_key",
     "pipeline_pk",
+    "quality_key",
+    "quality_pk",
     "run_lock_key",
     "run_pk",
     "running_key",
@@ -210,3 +216,17 @@ def alert_key(key: str) -> Key:
     """The record of one alert posted to one channel (the notifier's idempotency,
     docs/alerts.md); ``key`` hashes the state change and the channel."""
     return (f"ALERT#{key}", "A")
+
+
+#: The sort keys of data profiles count down from this (newest first).
+_QUALITY_EPOCH: Final = 10_000_000_000
+
+
+def quality_pk(pipeline: str, task: str) -> str:
+    """The partition of one task's data profiles across runs."""
+    return f"QUALITY#{pipeline}#{task}"
+
+
+def quality_key(pipeline: str, task: str, at: float, run: str) -> Key:
+    """One run's data profile of one task, ``at`` its end (epoch seconds): newest first."""
+    return (quality_pk(pipeline, task), f"{_QUALITY_EPOCH - at:017.3f}#{run}")

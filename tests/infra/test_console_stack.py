@@ -342,7 +342,12 @@ def test_the_function_shares_the_workers_defaults_layers_and_environment(on) -> 
     assert env[ENV_STAGE] == "dev"
     # The workers' whole environment (table, bucket, queues, engine settings) as well.
     for key, shared in worker["Environment"]["Variables"].items():
-        if key not in ("POWERTOOLS_SERVICE_NAME", "STEPCRAWL_RENDER_QUEUE_URL"):  # (a feeder's)
+        # (a feeder's, a finisher's)
+        if key not in (
+            "POWERTOOLS_SERVICE_NAME",
+            "STEPCRAWL_RENDER_QUEUE_URL",
+            "STEPCRAWL_ALERT_TOPIC_ARN",
+        ):
             assert env[key] == shared, key
     assert env[ENV_TABLE] == {"Ref": on.logical_id(on.stack.storage.table)}
     assert env["POWERTOOLS_SERVICE_NAME"] == "console"

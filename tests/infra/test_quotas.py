@@ -36,7 +36,8 @@ SFN_MAX_PAYLOAD: Final = 262_144
 CATCH_RESULT_MAX: Final = 3 * (256 + 32_768) + 64
 
 #: The longest value a reference resolves to, by the referenced resource's type: names as
-#: their services bound them (DynamoDB tables 255, S3 buckets 63, SQS queues 80 characters);
+#: their services bound them (DynamoDB tables 255, S3 buckets 63, SQS queues 80, SNS topics 256
+#: characters);
 #: a queue's URL is https://sqs.<region>.amazonaws.com/<account>/<name>; an event source
 #: mapping's id is a UUID.
 REF_MAX: Final = {
@@ -45,6 +46,8 @@ REF_MAX: Final = {
     "AWS::SQS::Queue": len("https://sqs.") + 20 + len(".amazonaws.com/") + 12 + 1 + 80,
     "AWS::Lambda::EventSourceMapping": 36,
     "AWS::XRay::SamplingRule": 32,
+    # a topic's Ref is its ARN: arn:aws:sns:<region>:<account>:<name of up to 256>
+    "AWS::SNS::Topic": len("arn:aws:sns:") + 20 + 1 + 12 + 1 + 256,
 }
 #: EventBridge Scheduler's context attributes, at their longest: a schedule's ARN (group and
 #: name up to 64 characters each) and an ISO-8601 time.

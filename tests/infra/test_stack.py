@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from aws_cdk.assertions import Match
-from infra.access import BODIES, ITEMS, LOG_SPILLS, QUARANTINE, load_prefix_pattern
+from infra.access import BODIES, ITEMS, LOG_SPILLS, PROFILES, QUARANTINE, load_prefix_pattern
 from infra.bundling import layer_requirements, library_layer_hash
 from infra.functions import DISPATCH, FETCH, PARSE, SWEEP_RATE, SWEEPER
 from infra.layers import LIBRARY_DIR, LOCK, PIPELINES_MOUNT
@@ -254,6 +254,10 @@ def test_function_shared_defaults(default, spec) -> None:
         # pipelines/browser-rendering.yaml: the feeders know the render queue (test_render_stack)
         render_queue = default.logical_id(default.stack.render.queue.queue)
         assert variables.pop("STEPCRAWL_RENDER_QUEUE_URL") == {"Ref": render_queue}
+    if spec.name in ("dispatch", "parse", "sweeper"):
+        # they finish crawl tasks: data-quality alerts go to the alert topic
+        topic = default.logical_id(default.stack.alerts.topic)
+        assert variables.pop("STEPCRAWL_ALERT_TOPIC_ARN") == {"Ref": topic}
     if spec.name == "fetch":
         # pipelines/requests.yaml names a proxy secret (test_proxy_secrets_stack)
         assert variables.pop("STEPCRAWL_PROXY_SECRETS") == "stepcrawl/proxies"
@@ -504,10 +508,10 @@ def test_dispatch_grants(default) -> None:
     fetch = default.logical_id(stack.queues.fetch.queue)
     parse = default.logical_id(stack.queues.parse.queue)
     control = default.logical_id(stack.queues.control.queue)
-    # Bucket: only the ETL prefixes (items, quarantine, the S3 load targets' exports) and the
-    # task logs' spilled payloads (it seeds).
+    # Bucket: only the ETL prefixes (items, quarantine, the S3 load targets' exports), the
+    # task logs' spilled payloads (it seeds) and data profiles (it may finish a crawl task).
     objects = {r for a, r in pairs if a.startswith("s3:") and r.startswith(f"<{bucket}.Arn>/")}
-    prefixes = (ITEMS, QUARANTINE, LOG_SPILLS, "exports/*")
+    prefixes = (ITEMS, QUARANTINE, LOG_SPILLS, PROFILES, "exports/*")
     assert objects == {f"<{bucket}.Arn>/{p}" for p in prefixes}
     for action in ("s3:GetObject*", "s3:PutObject", "s3:DeleteObject*", "s3:List*"):
         assert (action, f"<{bucket}.Arn>/items/*") in pairs
@@ -564,8 +568,17 @@ def test_parse_reads_bodies_and_writes_items_and_archives_only(default) -> None:
     bodies, items = f"<{bucket}.Arn>/bodies/*", f"<{bucket}.Arn>/items/*"
     archives = f"<{bucket}.Arn>/archive/*"  # archive: warc (stepcrawl/archive)
     spills = f"<{bucket}.Arn>/log/*"  # task log payloads too big for an item
+    profiles = f"<{bucket}.Arn>/profiles/*"  # data profiles of the crawl tasks it finishes
     objects = {(a, r) for a, r in pairs if a.startswith("s3:") and r != f"<{bucket}.Arn>"}
-    assert {r for _, r in objects} == {bodies, items, archives, spills}
+    assert {r for _, r in objects} == {bodies, items, archives, spills, profiles}
+    assert {a for a, r in objects if r == profiles} <= {
+        "s3:PutObject",
+        "s3:PutObjectLegalHold",
+        "s3:PutObjectRetention",
+        "s3:PutObjectTagging",
+        "s3:PutObjectVersionTagging",
+        "s3:Abort*",
+    }
     assert ("s3:PutObject", spills) in objects
     assert ("s3:GetObject*", spills) in objects
     assert ("s3:DeleteObject*", spills) not in objects
@@ -577,7 +590,7 @@ def test_parse_reads_bodies_and_writes_items_and_archives_only(default) -> None:
     assert ("s3:DeleteObject*", bodies) not in objects
     assert ("s3:PutObject", items) in objects
     assert ("s3:DeleteObject*", items) in objects
-    assert ("s3:GetObject*", items) not in objects
+    assert ("s3:GetObject*", items) in objects  # a finishing task's profile samples its parts
     parse = default.logical_id(stack.queues.parse.queue)
     fetch = default.logical_id(stack.queues.fetch.queue)
     control = default.logical_id(stack.queues.control.queue)
@@ -612,10 +625,13 @@ def test_sweeper_feeds_and_answers_tokens_only(default) -> None:
         f"<{control}.Arn>",
         *render,
     }
-    # S3: the task logs' spilled payloads only (its cost guard's drain appends to a log).
+    # S3: the task logs' spilled payloads (its cost guard's drain appends to a log), and the
+    # items and profiles of the crawl tasks it finishes (their data profile).
     bucket = default.logical_id(stack.storage.bucket)
     s3 = {(a, r) for a, r in pairs if a.startswith("s3:") and r != f"<{bucket}.Arn>"}
-    assert {r for _, r in s3} == {f"<{bucket}.Arn>/log/*"}
+    prefixes = {"log/*", "items/*", "profiles/*"}
+    assert {r for _, r in s3} == {f"<{bucket}.Arn>/{p}" for p in prefixes}
+    assert not any(a.startswith("s3:Put") for a, r in s3 if r.endswith("/items/*"))
     assert not any(a.startswith("s3:Delete") for a, _ in s3)
     assert {a for a, _ in pairs if a.startswith("states:")} == {
         "states:SendTaskSuccess",
@@ -789,7 +805,22 @@ def test_variant_without_run_lock_gets_no_table_or_execution_rights(variant) -> 
 
 
 def test_variant_load_prefix_starting_with_a_placeholder_covers_the_bucket(variant) -> None:
-    assert variant.stack.access.dispatch_patterns == ["*", ITEMS, LOG_SPILLS, QUARANTINE]
+    assert variant.stack.access.dispatch_patterns == ["*", ITEMS, LOG_SPILLS, PROFILES, QUARANTINE]
     bucket = variant.logical_id(variant.stack.storage.bucket)
     pairs = allowed(variant, role_of(variant, variant.stack.workers.dispatch))
     assert ("s3:PutObject", f"<{bucket}.Arn>/*") in pairs
+
+
+def test_the_functions_that_finish_crawl_tasks_publish_their_alerts_and_no_other(
+    default,
+) -> None:
+    stack = default.stack
+    key = f"<{default.logical_id(stack.alerts.key)}.Arn>"
+    for function in (stack.workers.dispatch, stack.workers.parse, stack.workers.sweeper):
+        pairs = allowed(default, role_of(default, function))
+        published = {r for a, r in pairs if a == "sns:Publish"}
+        assert published == {f"<{default.logical_id(stack.alerts.topic)}>"}, function
+        assert ("kms:GenerateDataKey*", key) in pairs, "the topic's own key, to publish"
+    for function in (stack.workers.fetch, stack.workers.scaler, stack.workers.notify):
+        pairs = allowed(default, role_of(default, function))
+        assert not any(a.startswith("sns:") for a, _ in pairs), function

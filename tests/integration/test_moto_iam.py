@@ -314,6 +314,19 @@ def test_sqs_batches_are_authorized_as_their_single_action(enforced: Moto) -> No
     _denied(raised, "sqs:GetQueueUrl")
 
 
+def test_a_publish_is_authorized_on_its_topic(enforced: Moto) -> None:
+    with _unenforced():
+        sns = enforced.client("sns")
+        mine = sns.create_topic(Name="alerts")["TopicArn"]
+        other = sns.create_topic(Name="elsewhere")["TopicArn"]
+        arn = _role(enforced, "publisher", _allow("sns:Publish", mine))
+    client = _client("sns", _session(arn))
+    client.publish(TopicArn=mine, Message="{}")
+    with pytest.raises(ClientError) as raised:
+        client.publish(TopicArn=other, Message="{}")
+    _denied(raised, "sns:Publish")
+
+
 # ---- S3 -------------------------------------------------------------------------------------
 
 

@@ -554,3 +554,58 @@ def test_a_pipeline_alarm_without_a_metric_names_its_pipeline(
 ) -> None:
     """Composite alarms (the SLO burns) carry no Trigger: the name says the pipeline."""
     assert pipeline_of_alarm(name, stage) == pipeline
+
+
+# ---- data quality --------------------------------------------------------------------------
+
+QUALITY: dict[str, Any] = {
+    "kind": "stepcrawl.data_quality",
+    "state": "FIRING",
+    "pipeline": "shop",
+    "run": "r2",
+    "task": "crawl_shop",
+    "at": 1796300000.0,
+    "id": "field_coverage:price",
+    "monitor": "field_coverage",
+    "subject": "price",
+    "severity": "warn",
+    "value": 0.6667,
+    "check": ">= 0.98",
+    "baseline": 1.0,
+    "breached": True,
+    "command": "stepcrawl profile r2 --task crawl_shop --compare 3",
+    "bucket": "stepcrawl-dev-bucket",
+    "profile_key": "profiles/shop/r2/crawl_shop.json",
+    "previous_run": "r1",
+}
+
+
+def test_a_data_quality_check_names_task_field_value_baseline_and_command() -> None:
+    (change,) = parse_event(sns(QUALITY)).changes
+    message = build_message(change)
+    assert message.state is AlertState.FIRING
+    assert message.pipeline == "shop"
+    assert message.run == "r2"
+    assert message.metric == "field_coverage price (task crawl_shop)"
+    assert (message.threshold, message.current) == (">= 0.98", "0.6667")
+    assert "baseline 1" in message.reason
+    assert "stepcrawl profile r2 --task crawl_shop --compare 3" in message.reason
+    assert message.link_label == "Open the profile"
+    assert message.link.endswith("?prefix=profiles%2Fshop%2Fr2%2Fcrawl_shop.json")
+    assert "price" in message.headline
+    for kind in ("wecom", "dingtalk", "feishu", "slack"):
+        config = channel({"type": kind, "url": "https://hooks.example/k"})
+        body = json.dumps(build_request(config, message, now=NOW).body, ensure_ascii=False)
+        assert "0.6667" in body, kind
+        assert "baseline 1" in body, kind
+
+
+def test_a_check_that_holds_again_resolves_and_each_run_is_its_own_change() -> None:
+    resolved = {**QUALITY, "state": "RESOLVED", "run": "r3", "value": 1.0, "breached": False}
+    (change,) = parse_event(sns(resolved)).changes
+    assert build_message(change).state is AlertState.RESOLVED
+    (fired,) = parse_event(sns(QUALITY)).changes
+    assert change_key(change) != change_key(fired)
+    again = {**QUALITY, "run": "r4"}
+    (later,) = parse_event(sns(again)).changes
+    assert change_key(later) != change_key(fired), "a new run's breach is a new change"

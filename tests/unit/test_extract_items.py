@@ -8,7 +8,7 @@ import pytest
 from selectolax.lexbor import LexborHTMLParser
 
 from stepcrawl.extract import ExtractResult, extract_items
-from stepcrawl.extract.items import MAX_PROBLEMS
+from stepcrawl.extract.items import MAX_PROBLEMS, RuleMatch
 from stepcrawl.extract.rulecache import IdentityCache
 from stepcrawl.pipeline.crawl_rules import ExtractRule
 
@@ -57,7 +57,16 @@ def test_no_container_gives_one_item_per_page() -> None:
 
 
 def test_container_without_matches_gives_no_items() -> None:
-    assert run(LIST, {"container": "article", "fields": {"f": "h1"}}) == ExtractResult()
+    # The rule applied and matched nothing: what the data profile counts (quality/counters.py).
+    expected = ExtractResult(matched={"item": RuleMatch(items=0, found=set())})
+    assert run(LIST, {"container": "article", "fields": {"f": "h1"}}) == expected
+
+
+def test_each_applied_rule_says_what_it_matched() -> None:
+    result = run(LIST, {"container": "li", "fields": {"first": "a", "none": "h6"}})
+    (match,) = result.matched.values()
+    assert match.items == len(result.items) > 0
+    assert match.found == {"first"}, "h6 matched on no item"
 
 
 def test_field_selector_is_relative_to_its_container() -> None:

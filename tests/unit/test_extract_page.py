@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from stepcrawl.extract import ParsedPage, default_allowed_domains, parse_page
+from stepcrawl.extract.items import RuleMatch
 from stepcrawl.pipeline.crawl_task import CrawlTask
 
 BOOK_URL = "https://books.toscrape.com/catalogue/a-light-in-the-attic_1000/index.html"
@@ -264,7 +265,14 @@ def test_broken_and_empty_bodies_do_not_raise() -> None:
     assert page.links == []
     empty = parse_page(b"", None, BOOK_URL, task())
     assert empty == ParsedPage(
-        items=[], links=[], dropped=1, problems=[], encoding="utf-8", title=None
+        items=[],
+        links=[],
+        dropped=1,
+        problems=[],
+        encoding="utf-8",
+        title=None,
+        matched={"book": RuleMatch(items=0, found=set())},  # it applied, and matched nothing
+        links_per_rule=(0,) * len(task().follow),
     )
 
 

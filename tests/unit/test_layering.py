@@ -35,6 +35,7 @@ MOTO_USERS = {
     "emulator/moto_quotas.py",
     "emulator/moto_iam.py",
     "emulator/moto_iam_requests.py",
+    "emulator/moto_sns.py",
 }
 
 
@@ -99,7 +100,10 @@ TIERS: tuple[tuple[str, frozenset[str]], ...] = (
         "engine parts",
         frozenset({"table_keys", "locks", "fetch", "extract", "etl", "cost", "schema"}),
     ),
-    ("engine services", frozenset({"breaker", "alerts", "compiler", "archive", "telemetry"})),
+    (
+        "engine services",
+        frozenset({"breaker", "alerts", "compiler", "archive", "telemetry", "quality"}),
+    ),
     ("the engine", frozenset({"crawl"})),
     ("a run as a client sees it", frozenset({"run_status"})),
     (

@@ -22,6 +22,7 @@ from stepcrawl.pipeline import (
     Limits,
     LoadTask,
     MergeSpec,
+    Monitors,
     Pipeline,
     Politeness,
     RetryPolicy,
@@ -124,6 +125,14 @@ def books_dsl() -> Pipeline:
                         },
                     )
                 ],
+                monitors=Monitors(
+                    min_items={"check": 500, "severity": "fail"},
+                    items_vs_baseline=">= 0.8",
+                    field_coverage={"rating": ">= 0.98", "image": ">= 0.95", "category": ">= 0.98"},
+                    rule_matched={"price": ">= 0.99", "book": ">= 0.95"},
+                    max_failed_ratio=0.05,
+                    baseline=7,
+                ),
             ),
             TransformTask(
                 id="clean_books",

@@ -23,7 +23,12 @@ from urllib.parse import quote
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from stepcrawl.names import CANCELLED_ERROR, PIPELINE_ALARM_SUFFIXES, REPLACED_ERROR
+from stepcrawl.names import (
+    CANCELLED_ERROR,
+    DATA_QUALITY_KIND,
+    PIPELINE_ALARM_SUFFIXES,
+    REPLACED_ERROR,
+)
 
 __all__ = [
     "EXECUTION_STATUS_CHANGE",
@@ -34,6 +39,7 @@ __all__ = [
     "ExecutionChange",
     "Ignored",
     "ParsedEvent",
+    "QualityChange",
     "SnsEvent",
     "SnsMessage",
     "SnsRecord",
@@ -351,7 +357,103 @@ class ExecutionChange(BaseModel):
         )
 
 
-Change = AlarmChange | ExecutionChange
+# ---- data-quality monitors ------------------------------------------------------------------
+
+
+class QualityChange(BaseModel):
+    """A crawl task's data-quality check that breached (FIRING) or holds again (RESOLVED) in a
+    run, as the finishing task publishes it (crawl/quality_check.py)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    kind: Literal["stepcrawl.data_quality"]
+    state_text: Literal["FIRING", "RESOLVED"] = Field(alias="state")
+    pipeline_name: str = Field(alias="pipeline")
+    run_id: str = Field(alias="run")
+    task: str
+    at: float
+    id: str
+    monitor: str
+    subject: str = ""
+    severity: str = "warn"
+    value: float
+    check: str
+    baseline: float | None = None
+    command: str = ""
+    bucket: str | None = None
+    profile_key: str | None = None
+
+    @property
+    def source(self) -> str:
+        return f"stepcrawl:{self.pipeline_name}/{self.task}/{self.id}"
+
+    @property
+    def change_state(self) -> str:
+        return self.state_text
+
+    @property
+    def change_time(self) -> str:
+        return self.run_id  # one change per check per run
+
+    @property
+    def stopped_on_purpose(self) -> bool:
+        return False
+
+    @property
+    def state(self) -> AlertState | None:
+        return AlertState(self.state_text)
+
+    def pipeline(self, stage: str | None = None) -> str | None:  # noqa: ARG002 - Change's API
+        return self.pipeline_name
+
+    @property
+    def run(self) -> str | None:
+        return self.run_id
+
+    @property
+    def metric(self) -> str | None:
+        return f"{self.monitor} {self.subject}".strip() + f" (task {self.task})"
+
+    @property
+    def threshold(self) -> str | None:
+        return self.check
+
+    @property
+    def current_value(self) -> str | None:
+        return _number(self.value)
+
+    @property
+    def title(self) -> str:
+        what = f"{self.subject} " if self.subject else ""
+        verdict = "breached" if self.state_text == "FIRING" else "holds again"
+        return f"data quality of {self.task}: {what}{self.monitor} {verdict}"
+
+    @property
+    def reason(self) -> str:
+        base = "no baseline yet" if self.baseline is None else f"baseline {_number(self.baseline)}"
+        fails = " The task failed (severity fail)." if self.severity == "fail" else ""
+        seen = f" See: {self.command}" if self.command else ""
+        return f"{self.metric}: {_number(self.value)}, check {self.check}, {base}.{fails}{seen}"
+
+    @property
+    def when(self) -> datetime | None:
+        return datetime.fromtimestamp(self.at, tz=UTC)
+
+    @property
+    def region_code(self) -> str:
+        return "us-east-1"
+
+    @property
+    def console_url(self) -> str:
+        if not self.bucket or not self.profile_key:
+            return "https://console.aws.amazon.com/s3/home"
+        return (
+            f"https://s3.console.aws.amazon.com/s3/object/{self.bucket}"
+            f"?prefix={quote(self.profile_key, safe='')}"
+        )
+
+
+Change = AlarmChange | ExecutionChange | QualityChange
 
 
 @dataclass(frozen=True)
@@ -413,14 +515,22 @@ def parse_message(message: str | Mapping[str, Any]) -> Change | str:
         body = message
     if not isinstance(body, Mapping):
         return "the message is not a JSON object"
+    model: type[Change] | None = None
+    if "AlarmName" in body:
+        model = AlarmChange
+    elif body.get("detail-type") == EXECUTION_STATUS_CHANGE:
+        model = ExecutionChange
+    elif body.get("kind") == DATA_QUALITY_KIND:
+        model = QualityChange
+    if model is None:
+        return (
+            "neither a CloudWatch alarm state change, a Step Functions status change nor a "
+            "data-quality check"
+        )
     try:
-        if "AlarmName" in body:
-            return AlarmChange.model_validate(body)
-        if body.get("detail-type") == EXECUTION_STATUS_CHANGE:
-            return ExecutionChange.model_validate(body)
+        return model.model_validate(body)
     except ValidationError as error:
         return f"malformed: {error.errors()[0]['loc']}: {error.errors()[0]['msg']}"
-    return "neither a CloudWatch alarm state change nor a Step Functions status change"
 
 
 def parse_event(event: SnsEvent | Mapping[str, Any]) -> ParsedEvent:
@@ -451,7 +561,7 @@ def parse_event(event: SnsEvent | Mapping[str, Any]) -> ParsedEvent:
 def _why_not(change: Change) -> str:
     if isinstance(change, AlarmChange):
         return f"{change.change_state} from {change.old_state_value or '?'} ends no alert"
-    if change.stopped_on_purpose:
+    if isinstance(change, ExecutionChange) and change.stopped_on_purpose:
         return f"{change.change_state} by {change.detail.error}: stopped on purpose"
     return f"{change.change_state} is not an alert state"
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import UTC
 from typing import Final
 
-from stepcrawl.alerts.events import AlertState, Change, ExecutionChange
+from stepcrawl.alerts.events import AlertState, Change, ExecutionChange, QualityChange
 
 __all__ = ["AlertMessage", "build_message", "change_key"]
 
@@ -75,7 +75,6 @@ def build_message(change: Change, *, stage: str | None = None) -> AlertMessage:
     reason = change.reason.strip()
     if len(reason) > MAX_REASON:
         reason = reason[: MAX_REASON - 1] + "…"
-    is_run = isinstance(change, ExecutionChange)
     return AlertMessage(
         state=state,
         pipeline=change.pipeline(stage),
@@ -87,6 +86,14 @@ def build_message(change: Change, *, stage: str | None = None) -> AlertMessage:
         time=time,
         reason=reason,
         link=change.console_url,
-        link_label="Open the execution" if is_run else "Open the alarm",
+        link_label=_link_label(change),
         key=change_key(change),
     )
+
+
+def _link_label(change: Change) -> str:
+    if isinstance(change, ExecutionChange):
+        return "Open the execution"
+    if isinstance(change, QualityChange):
+        return "Open the profile"
+    return "Open the alarm"

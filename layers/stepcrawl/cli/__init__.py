@@ -243,5 +243,6 @@ from stepcrawl.cli import cost_command as _cost_command  # noqa: E402, F401
 from stepcrawl.cli import diagnose_command as _diagnose_command  # noqa: E402, F401
 from stepcrawl.cli import local_commands as _local_commands  # noqa: E402, F401
 from stepcrawl.cli import preflight_command as _preflight_command  # noqa: E402, F401
+from stepcrawl.cli import profile_command as _profile_command  # noqa: E402, F401
 from stepcrawl.cli import replay_command as _replay_command  # noqa: E402, F401
 from stepcrawl.cli import stack_commands as _stack_commands  # noqa: E402, F401

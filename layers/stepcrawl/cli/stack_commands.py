@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -94,6 +94,7 @@ def status(
     deployment = deployment_of(stage)
     found = _follow(deployment, run_name) if wait else _or_exit(lambda: deployment.status(run_name))
     waiting = _waiting(deployment, found)
+    breached = _breached_checks(deployment, found)
     dead_letters = _or_exit(deployment.dead_letters)
     if as_json:
         out.print_json(
@@ -112,6 +113,7 @@ def status(
                             "counters": t.counters,
                             **({"waiting": waiting[t.id]} if t.id in waiting else {}),
                             **({"in_flight": t.in_flight.as_dict()} if t.in_flight else {}),
+                            **({"quality": breached[t.id]} if t.id in breached else {}),
                         }
                         for t in found.tasks.values()
                     },
@@ -132,6 +134,15 @@ def status(
                     f"[yellow]{task.in_flight.describe(task.id)}; fingerprints: {shown}[/yellow]",
                     soft_wrap=True,
                 )
+        for task_id, checks in breached.items():
+            for check in checks:
+                base = "" if check.get("baseline") is None else f", baseline {check['baseline']:g}"
+                out.print(
+                    f"[yellow]{task_id}: data quality: {check['id']} is {check['value']:g} "
+                    f"(check {check['check']}{base}): breached ({check['severity']}); "
+                    f"`stepcrawl profile {found.run} --task {task_id}`[/yellow]",
+                    soft_wrap=True,
+                )
         for queue, count in dead_letters.items():
             if count:
                 out.print(
@@ -142,6 +153,20 @@ def status(
                 )
     if found.status not in ("RUNNING", "SUCCEEDED"):
         raise typer.Exit(1)
+
+
+def _breached_checks(deployment: Deployment, found: RunStatus) -> dict[str, list[dict[str, Any]]]:
+    """Per finished crawl task: the data-quality checks its run breached (stepcrawl.quality)."""
+    from stepcrawl.quality import read_profile  # noqa: PLC0415
+
+    breached: dict[str, list[dict[str, Any]]] = {}
+    for task in found.tasks.values():
+        if task.type != "crawl" or task.state in ("running", "waiting", "pending"):
+            continue
+        profile = read_profile(deployment.blobs, found.pipeline, found.run, task.id) or {}
+        if checks := [c for c in profile.get("monitors", []) if c.get("breached")]:
+            breached[task.id] = checks
+    return breached
 
 
 def _waiting(deployment: Deployment, found: RunStatus) -> dict[str, dict[str, int]]:

@@ -14,18 +14,22 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from stepcrawl.crawl.admission import release
 from stepcrawl.crawl.commit import PageCommit
 from stepcrawl.crawl.context import CrawlServices
 from stepcrawl.crawl.frontier import clear_backlog
+from stepcrawl.crawl.quality_check import judge_task
 from stepcrawl.crawl.states import TaskState
 from stepcrawl.crawl.stopping import RUN_STOPPED_CAUSE, cancel_task
 from stepcrawl.crawl.tasklog import Delta, fingerprint
 from stepcrawl.extract.urls import url_host
-from stepcrawl.names import TOO_MANY_FAILURES_ERROR
+from stepcrawl.names import DATA_QUALITY_ERROR, TOO_MANY_FAILURES_ERROR
 from stepcrawl.storage import All, Cond, TransactionConflict, Usage, Write
+
+if TYPE_CHECKING:
+    from stepcrawl.pipeline import Pipeline
 from stepcrawl.table_keys import (
     failure_key,
     log_key,
@@ -150,8 +154,17 @@ def failure_record(run: str, task: str, page: PageCommit, now: float) -> dict[st
     }
 
 
-def maybe_finish(services: CrawlServices, run: str, task: str, max_error_ratio: float) -> bool:
+def maybe_finish(
+    services: CrawlServices,
+    run: str,
+    task: str,
+    max_error_ratio: float,
+    pipeline: Pipeline | None = None,
+) -> bool:
     """Answer the task token if every claimed URL is recorded; only one caller ever wins.
+
+    With ``pipeline``, a crawl task's data profile is built and its monitors judged first
+    (:mod:`stepcrawl.crawl.quality_check`): a breached ``fail`` check fails the task.
 
     The winner moves the record to ``finishing`` before answering; if it dies in between, the
     next caller (a redelivery, or the periodic sweep) finds ``finishing`` and answers again,
@@ -194,6 +207,12 @@ def maybe_finish(services: CrawlServices, run: str, task: str, max_error_ratio: 
     clear_backlog(services, run, task)
     summary = task_summary(record)
     ratio = summary["pages_failed"] / max(1, summary["pages"])
+    judgement = judge_task(services, pipeline, run, task, record) if pipeline else None
+    if judgement is not None:
+        summary["quality"] = {
+            "breached": [r.id for r in judgement.results if r.breached],
+            "failed": [r.id for r in judgement.failed],
+        }
     if ratio > max_error_ratio:
         services.tokens.fail(
             record["token"],
@@ -201,6 +220,9 @@ def maybe_finish(services: CrawlServices, run: str, task: str, max_error_ratio: 
             f"{summary['pages_failed']} of {summary['pages']} pages failed "
             f"({ratio:.0%} > max_error_ratio {max_error_ratio:.0%})",
         )
+        final = TaskState.FAILED
+    elif judgement is not None and judgement.failed:
+        services.tokens.fail(record["token"], DATA_QUALITY_ERROR, judgement.cause()[:30_000])
         final = TaskState.FAILED
     else:
         services.tokens.succeed(record["token"], summary)

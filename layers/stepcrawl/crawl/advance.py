@@ -55,7 +55,7 @@ def advance_task(services: CrawlServices, pipeline: Pipeline, run: str, task: st
         if fed.capped and fed.free > 0:
             for other in handover_candidates(services, run, task):
                 _hand_over(services, other)
-    finished = maybe_finish(services, run, task, settings.limits.max_error_ratio)
+    finished = maybe_finish(services, run, task, settings.limits.max_error_ratio, pipeline)
     return Advance(sent=sent, skipped=skipped, finished=finished)
 
 

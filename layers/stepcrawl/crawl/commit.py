@@ -26,7 +26,8 @@ import hashlib
 import json
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
@@ -36,6 +37,7 @@ from stepcrawl.crawl.paths import items_part_key
 from stepcrawl.crawl.states import TaskState, UrlState
 from stepcrawl.crawl.tasklog import Delta, PageLine, TaskLog, fingerprint, spill_key
 from stepcrawl.errors import RetryableError
+from stepcrawl.quality.counters import encode
 from stepcrawl.storage import All, Cond, Condition, TransactionConflict, Usage, Write
 from stepcrawl.table_keys import log_key, task_key
 
@@ -82,6 +84,8 @@ class PageCommit:
     render_unmatched: bool = False
     #: the page's items as extracted (what its commit writes to the items part)
     rows: list[dict[str, Any]] = field(default_factory=list, repr=False)
+    #: what the page adds to the task's data profile (quality/counters.py)
+    quality: dict[int, int] = field(default_factory=dict, repr=False)
 
     def line(self) -> PageLine:
         return PageLine(
@@ -252,6 +256,7 @@ def commit_bundles(
             recorded=[(fingerprint(p.ref.url), p.line()) for _, p in mine],
             recorded_by=[order[by] for by, _ in mine] if len(order) > 1 else [],
             part=_part_name(order, mine),
+            quality=_quality(p for _, p in mine),
         )
         spent = sum((b.usage for b in pending), (usage or Usage()) + part.usage)
         pages = [p for _, p in mine]
@@ -334,6 +339,13 @@ def _part_name(order: dict[str, int], mine: Sequence[tuple[str, PageCommit]]) ->
         return ""
     text = "|".join(order) + "#" + "|".join(f"{by}>{page.ref.url}" for by, page in mine)
     return hashlib.blake2b(text.encode(), digest_size=12).hexdigest()
+
+
+def _quality(pages: Iterable[PageCommit]) -> str:
+    total: Counter[int] = Counter()
+    for page in pages:
+        total.update(page.quality)
+    return encode(total)
 
 
 def _unrecorded(

@@ -23,7 +23,7 @@ from stepcrawl.errors import ConfigError
 from stepcrawl.functions_spec import FETCH_CONCURRENCY
 from stepcrawl.names import ENV_FETCH_CONCURRENCY, ENV_SHARDS, ENV_WINDOW
 from stepcrawl.pipeline import Pipeline, load_pipeline
-from stepcrawl.storage import BlobStore, Meter, Queue, Table, TableWriter
+from stepcrawl.storage import BlobStore, Meter, Queue, Table, TableWriter, Topic
 from stepcrawl.telemetry.recorder import MetricRecorder, MetricSink
 
 __all__ = [
@@ -185,6 +185,8 @@ class CrawlServices:
     #: (:mod:`stepcrawl.telemetry.catalogue`). By default an in-memory recorder (tests read it
     #: back); on Lambda the container's, which the handler prints as EMF after each invocation.
     metric: MetricSink = field(default_factory=MetricRecorder)
+    #: The alert topic, for data-quality alerts (crawl/quality_check.py; None: logged only).
+    alerts: Topic | None = None
     #: The running crawl tasks as this container last read them (crawl/fairness.py).
     running: RunningView = field(default_factory=RunningView, compare=False, repr=False)
 

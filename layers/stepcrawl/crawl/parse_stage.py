@@ -57,6 +57,7 @@ from stepcrawl.names import (
     METRIC_PARSE_LATENCY,
 )
 from stepcrawl.pipeline import CrawlTask, Pipeline
+from stepcrawl.quality.counters import page_counts
 from stepcrawl.storage import Usage
 from stepcrawl.telemetry.catalogue import failure_class
 from stepcrawl.telemetry.tracing import span
@@ -285,6 +286,7 @@ def _extract(
         fetch_ms=envelope.elapsed_ms,
         parse_ms=(time.perf_counter() - started) * 1000,
         render_unmatched=envelope.render_unmatched,
+        quality=page_counts(task, parsed.matched, parsed.items, parsed.links_per_rule),
     )
     if task.incremental:  # changed or not; what the page leaves for the next run
         page_items = settle(task, envelope, commit, page_items, parsed.links)

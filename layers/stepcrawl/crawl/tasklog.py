@@ -12,6 +12,8 @@ the same transaction as the task's counters. A delta holds 8-byte URL fingerprin
 - ``unrec``: URLs re-opened by a re-drive (recorded no more);
 - ``rb``: for an entry of several bundles, which of them recorded each page (one byte each,
   an index into ``b``), so a redelivered bundle redoes the follow-ups of its own copies only;
+- ``q``: the data profile's exact counts of the recorded pages (:mod:`stepcrawl.quality.counters`,
+  a few bytes a count);
 - ``p``: the name of the items part holding the recorded pages' items, written before the
   entry (so a committed page's items are readable the moment it counts);
 - ``x``: instead of the fingerprints and lines above, the blob holding them, for an entry
@@ -156,6 +158,8 @@ class Delta:
     #: per recorded page, the index in :meth:`ids` of the bundle that recorded it
     recorded_by: list[int] = field(default_factory=list)
     part: str = ""  # the items part of the recorded pages ("" if they hold no items)
+    #: the data profile's counts of the recorded pages, sparse (quality/counters.py)
+    quality: str = ""
     spill: str = ""  # the blob key holding the payload ("" if the entry holds it itself)
 
     def ids(self) -> list[str]:
@@ -172,7 +176,7 @@ class Delta:
         """What the payload weighs in an item (fingerprints, lines, recorders)."""
         fps = len(self.admitted) + len(self.skipped) + len(self.recorded) + len(self.reopened)
         lines = sum(len(line.text()) + 1 for _, line in self.recorded)
-        return 8 * fps + lines + len(self.recorded_by)
+        return 8 * fps + lines + len(self.recorded_by) + len(self.quality)
 
     def payload(self) -> dict[str, Any]:
         """The packed attributes (see the module docstring)."""
@@ -188,6 +192,8 @@ class Delta:
             item["unrec"] = pack(self.reopened)
         if any(self.recorded_by):
             item["rb"] = bytes(self.recorded_by)
+        if self.quality:
+            item["q"] = self.quality
         return item
 
     def spill_body(self) -> bytes:
@@ -235,6 +241,7 @@ class Delta:
             reopened=unpack(item.get("unrec")),
             recorded_by=list(item.get("rb") or b""),
             part=str(item.get("p") or ""),
+            quality=str(item.get("q") or ""),
             spill=spill,
         )
 

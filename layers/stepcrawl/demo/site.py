@@ -16,6 +16,7 @@ third product), so a crawl that mishandles them misses items:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import re
 import socket
 import sys
@@ -158,6 +159,27 @@ class DemoSite:
     def url_for(self, path: str) -> str:
         """The absolute URL of a site path such as ``/robots.txt``."""
         return self.url + path.removeprefix("/")
+
+    def change_markup(self, old: str, new: str, *, every: int = 3) -> list[str]:
+        """A site redesign between two runs: on every ``every``-th product page (in catalogue
+        order) the markup ``old`` becomes ``new`` (e.g. ``class="price"`` -> ``class="cost"``:
+        a selector stops matching there). The paths changed; :meth:`restore_markup` undoes it.
+        """
+        if every < 1:
+            raise ValueError(f"every must be >= 1, got {every}")
+        changed: list[str] = []
+        for n, product in enumerate(self.model.products):
+            path = product_path(product.sku)
+            page = self._pages[path]
+            if n % every == 0 and old.encode() in page.body:
+                body = page.body.replace(old.encode(), new.encode())
+                self._pages[path] = dataclasses.replace(page, body=body)
+                changed.append(path)
+        return changed
+
+    def restore_markup(self) -> None:
+        """Every page as the model renders it (undoes :meth:`change_markup`)."""
+        self._pages = self._render()
 
     def reset(self) -> None:
         """Clear the request log and re-arm the flaky page."""

@@ -23,6 +23,7 @@ re-exported here.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import math
 import threading
@@ -58,6 +59,7 @@ from stepcrawl.emulator.alarm_eval import (
 from stepcrawl.emulator.alarm_events import alarm_message, alarm_subject, composite_message
 from stepcrawl.emulator.alarm_metrics import ServiceMetrics, matches
 from stepcrawl.emulator.background import BackgroundThread
+from stepcrawl.emulator.moto_sns import lambda_delivery
 from stepcrawl.emulator.template import TemplateResolver
 
 __all__ = [
@@ -164,9 +166,25 @@ class LocalAlarms(BackgroundThread):
             self._create_composite(composite)
             self.states[composite.name] = _Tracked()
         self.courier.start()
+        # What the stack's functions publish to the topics (data-quality alerts) goes out the
+        # same way as the alarms' messages (emulator/moto_sns.py).
+        self._published = contextlib.ExitStack()
+        self._published.enter_context(lambda_delivery(self._deliver_published))
+
+    def _deliver_published(self, topic: str, message: str, subject: str | None) -> None:
+        try:
+            body = json.loads(message)
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            log.warning("a message published to %s is not a JSON object; not delivered", topic)
+            return
+        self.delivery.publish(topic, body, subject, f"message published to {topic}")
 
     def stop(self, timeout: float = 5.0) -> None:
         super().stop(timeout)
+        if (published := getattr(self, "_published", None)) is not None:
+            published.close()
         self.courier.stop(timeout)
 
     def _run(self) -> None:

@@ -263,6 +263,15 @@ def _ssm(response: Any, action: str) -> _Checks | None:
     return [(action, n if n.startswith("arn:") else prefix + n.lstrip("/")) for n in names]
 
 
+def _sns(response: Any, action: str) -> _Checks | None:
+    # Publish is authorized on the topic it names (Service Authorization Reference, "Actions
+    # defined by Amazon SNS": Publish, resource type topic); moto asked for "*".
+    if action != "Publish":
+        return None
+    topic = response._get_param("TopicArn") or response._get_param("TargetArn")
+    return [(action, topic)] if topic else None
+
+
 _SERVICES: Final[dict[str, Callable[[Any, str], _Checks | None]]] = {
     "dynamodb": _dynamodb,
     "stepfunctions": _stepfunctions,
@@ -271,6 +280,7 @@ _SERVICES: Final[dict[str, Callable[[Any, str], _Checks | None]]] = {
     "sqs": _sqs,
     "xray": _xray,
     "ssm": _ssm,
+    "sns": _sns,
 }
 
 

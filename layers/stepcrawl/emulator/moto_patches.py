@@ -86,6 +86,7 @@ from stepcrawl.emulator.moto_cloudwatch import cloudwatch_patches
 from stepcrawl.emulator.moto_fastpath import fastpath_patches, table_patches
 from stepcrawl.emulator.moto_iam import iam_patches
 from stepcrawl.emulator.moto_quotas import quota_patches
+from stepcrawl.emulator.moto_sns import sns_patches
 from stepcrawl.emulator.moto_sqs import sqs_clock_patches, sqs_patches
 
 __all__ = ["apply_moto_patches"]
@@ -400,6 +401,7 @@ def apply_moto_patches() -> None:
         *cloudwatch_patches(),
         *quota_patches(),
         *iam_patches(),
+        *sns_patches(),
         (cls, _MARK, True),
     ]
     for owner, name, value in patches:

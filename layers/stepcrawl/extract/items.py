@@ -15,7 +15,7 @@ from stepcrawl.extract.structured import PageData, object_item, rule_objects
 from stepcrawl.extract.urls import document_base_url
 from stepcrawl.pipeline.crawl_rules import ExtractRule
 
-__all__ = ["MAX_PROBLEMS", "ExtractResult", "extract_items"]
+__all__ = ["MAX_PROBLEMS", "ExtractResult", "RuleMatch", "extract_items"]
 
 #: Problems listed per page; the rest are counted in one last line (a listing page of 10,000
 #: items with one bad field each would otherwise carry 10,000 near-identical lines).
@@ -33,6 +33,18 @@ class ExtractResult:
     problems: list[str] = field(default_factory=list)
     #: JSON-LD scripts skipped because they are not JSON (:mod:`stepcrawl.extract.structured`).
     invalid_jsonld: int = 0
+    #: Per rule that applied to the page (by name): what it matched (the data profile's
+    #: per-rule and per-field match shares, :mod:`stepcrawl.quality`).
+    matched: dict[str, RuleMatch] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class RuleMatch:
+    """What one extract rule matched on one page: its items, and the fields found (not
+    missing) on at least one item, or on a dropped one."""
+
+    items: int = 0
+    found: set[str] = field(default_factory=set)
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,8 +64,10 @@ class _Extract:
         problems: list[str],
         data: PageData | None = None,
         current: tuple[str, dict[str, Any]] | None = None,
+        match: RuleMatch | None = None,
     ) -> dict[str, Any] | None:
-        """The item found in ``scope``, or None if a required field is missing."""
+        """The item found in ``scope``, or None if a required field is missing; ``match``
+        collects the fields found."""
         if current is not None and not self.fields:
             return object_item(self.kind, current[1], problems)
         item: dict[str, Any] = {"_kind": self.kind}
@@ -63,6 +77,8 @@ class _Extract:
                 if compiled.rule.required:
                     return None
                 found = compiled.missing_value()
+            elif match is not None:
+                match.found.add(compiled.name)
             item[compiled.name] = found
         return item
 
@@ -139,12 +155,14 @@ def extract_items(
     base_url = document_base_url(tree, page_url)
     data = PageData(tree, base_url, page_url, result.problems)  # read on first use
     for extract in applicable:
+        match = result.matched.setdefault(extract.kind, RuleMatch())
         for scope, current in _targets(extract, tree, data):
-            item = extract.item(scope, base_url, result.problems, data, current)
+            item = extract.item(scope, base_url, result.problems, data, current, match)
             if item is None:
                 result.dropped += 1
             else:
                 result.items.append(item)
+                match.items += 1
     result.invalid_jsonld = data.invalid_jsonld
     if len(result.problems) > MAX_PROBLEMS:
         more = len(result.problems) - MAX_PROBLEMS

@@ -54,8 +54,13 @@ def extract_links(
     page_url: str,
     rules: Sequence[FollowRule],
     allowed_domains: Iterable[str],
+    per_rule: list[int] | None = None,
 ) -> list[str]:
     """Canonical URLs to follow from the page, de-duplicated, in document order.
+
+    ``per_rule``, if given (one zero per rule), counts the links each rule found: a link goes
+    to the first rule, in document order of its elements, that wanted it (what a task's data
+    profile reports per follow rule, :mod:`stepcrawl.quality`).
 
     For each rule, the ``attr`` of the elements matching its ``selector`` is resolved against
     the page's ``<base href>`` (else ``page_url``) and made canonical (:func:`canonical_url`,
@@ -69,6 +74,7 @@ def extract_links(
     if not rules:
         return []
     follows = [_compiled(rule) for rule in rules]
+    index = {id(follow): n for n, follow in enumerate(follows)}
     base = document_base_url(tree, page_url)
     domains = domain_set(allowed_domains)
     # Per raw attribute value: pages repeat the same links (navigation, pagination) many times.
@@ -90,6 +96,8 @@ def extract_links(
             if url is not None and url not in seen and follow.wants(url):
                 seen.add(url)
                 links.append(url)
+                if per_rule is not None:
+                    per_rule[index[id(follow)]] += 1
     return links
 
 

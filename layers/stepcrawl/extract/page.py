@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from selectolax.lexbor import LexborHTMLParser
 
 from stepcrawl.extract.charset import decode_body
-from stepcrawl.extract.items import extract_items
+from stepcrawl.extract.items import RuleMatch, extract_items
 from stepcrawl.extract.links import extract_links
 from stepcrawl.extract.rulecache import IdentityCache
 from stepcrawl.extract.urls import url_host, web_url
@@ -34,6 +34,10 @@ class ParsedPage:
     title: str | None
     #: JSON-LD scripts skipped because they are not JSON (extract/structured.py).
     invalid_jsonld: int = 0
+    #: Per extract rule that applied: what it matched (extract/items.py, RuleMatch).
+    matched: Mapping[str, RuleMatch] = field(default_factory=dict)
+    #: Per follow rule (in the task's order): the links it found.
+    links_per_rule: tuple[int, ...] = ()
 
 
 def _seed_hosts(task: CrawlTask) -> tuple[str, ...]:
@@ -74,7 +78,8 @@ def parse_page(
     tree = LexborHTMLParser(text)
     if allowed_domains is None:
         allowed_domains = default_allowed_domains(task)
-    links = extract_links(tree, page_url, task.follow, allowed_domains)
+    per_rule = [0] * len(task.follow)
+    links = extract_links(tree, page_url, task.follow, allowed_domains, per_rule)
     extracted = extract_items(tree, page_url, task.extract)
     # Not any <title>: inline SVG images carry their own.
     title_node = tree.css_first("head > title")
@@ -87,4 +92,6 @@ def parse_page(
         encoding=encoding,
         title=title or None,
         invalid_jsonld=extracted.invalid_jsonld,
+        matched=extracted.matched,
+        links_per_rule=tuple(per_rule),
     )

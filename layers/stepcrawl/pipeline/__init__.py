@@ -15,6 +15,7 @@ from stepcrawl.pipeline.etl_tasks import (
 from stepcrawl.pipeline.graph import Dag, TaskNode, check_graph
 from stepcrawl.pipeline.loading import discover, load_pipeline, pipeline_from_data
 from stepcrawl.pipeline.models import Pipeline, Schedule, Task
+from stepcrawl.pipeline.monitors import Monitors
 from stepcrawl.pipeline.settings import Defaults, Limits, Politeness, RetryPolicy, TaskSettings
 from stepcrawl.pipeline.transforms import Condition, TransformOp
 
@@ -30,6 +31,7 @@ __all__ = [
     "Limits",
     "LoadTask",
     "MergeSpec",
+    "Monitors",
     "Pipeline",
     "Politeness",
     "RetryPolicy",

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from typing import Any, Literal, Self
 
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from stepcrawl.pipeline.crawl_rules import ExtractRule, FollowRule
+from stepcrawl.pipeline.monitors import Monitors
 from stepcrawl.pipeline.render_options import (
     DEFAULT_RENDER_TIMEOUT,
     MAX_RENDER_TIMEOUT,
@@ -131,6 +132,22 @@ class CrawlTask(TaskBase):
         "rule's match selected whose item selectors never matched.",
     )
 
+    # After extract: its checks name the fields and rules declared above.
+    monitors: Monitors | None = Field(
+        None,
+        description="Data-quality checks of each run's items against thresholds and the "
+        "task's last runs (docs/pipelines.md, Data quality).",
+    )
+
+    @field_validator("monitors")
+    @classmethod
+    def _monitors_name_known_fields(
+        cls, monitors: Monitors | None, info: ValidationInfo
+    ) -> Monitors | None:
+        if monitors is not None:
+            _check_monitor_names(monitors, info.data.get("extract") or [])
+        return monitors
+
     @model_validator(mode="before")
     @classmethod
     def _scrub_request_secrets(cls, data: Any) -> Any:
@@ -203,3 +220,25 @@ def _check_seeding(task: CrawlTask) -> None:
             f"crawl task {task.id!r} is seeded from items, so its hosts are unknown",
             "list the hosts it may visit in allowed_domains (otherwise it could go anywhere)",
         )
+
+
+def _check_monitor_names(monitors: Monitors, rules: list[ExtractRule]) -> None:
+    """Each field or rule a monitor names is one of the task's extract rules' (a bare field
+    name: a field of one of them, ``rule.field``: that rule's)."""
+    fields = {f"{rule.name}.{name}" for rule in rules for name in rule.fields}
+    bare = {name.split(".", 1)[1] for name in fields}
+    names = {rule.name for rule in rules}
+    known = ", ".join(sorted(fields)) or "none: the task has no extract rules"
+    for where, keys, rules_too in (
+        ("field_coverage", monitors.field_coverage, False),
+        ("rule_matched", monitors.rule_matched, True),
+    ):
+        for key in keys:
+            if key in fields or key in bare or (rules_too and key in names):
+                continue
+            what = "an extract rule or a field" if rules_too else "a field"
+            raise config_error(
+                "monitor_name",
+                f"monitors.{where} names {key!r}, which is not {what} of this task",
+                f"use one of its fields ({known})" + (" or rules" if rules_too else ""),
+            )

@@ -136,6 +136,7 @@ def render_report_html(
         "</div>",
         "<h2>Tasks</h2>",
         _tasks_table(tasks),
+        _profiles_section(report.get("profiles") or {}),
         "<h2>What explains the failures and the time (stepcrawl diagnose)</h2>",
         _diagnosis_tables(diagnosis),
         "<h2>Functions</h2>",
@@ -280,6 +281,56 @@ def _failures_section(run: RunData | None) -> str:
         + note
         + "</section>"
     )
+
+
+def _share(value: Any) -> str:
+    return "" if value is None else f"{100 * float(value):.1f}%"
+
+
+def _profiles_section(profiles: Mapping[str, Any]) -> str:
+    """Each crawl task's data profile (stepcrawl.quality) and its checks."""
+    parts: list[str] = []
+    for task_id, profile in profiles.items():
+        rows: list[list[str]] = []
+        for rule in profile.get("rules", []):
+            rows.append(
+                [f"<b>{escape(rule['rule'])}</b> ({rule['items']:,} items)", "", "", "", "", ""]
+            )
+            for f in rule.get("fields", []):
+                types = ", ".join(f"{escape(t)} {_share(v)}" for t, v in f["types"].items())
+                values = "/".join(_num(f.get(k)) or "-" for k in ("min", "median", "max"))
+                rows.append(
+                    [
+                        escape(f["name"]),
+                        _share(f.get("fill")),
+                        _share(f.get("matched")),
+                        _share(f.get("distinct")),
+                        types,
+                        values,
+                    ]
+                )
+        head = ["field", "fill", "matched", "distinct", "types", "min/median/max"]
+        checks = [
+            [
+                escape(c["id"]),
+                escape(c["severity"]),
+                _num(c["value"]),
+                escape(c["check"]),
+                _num(c.get("baseline")),
+                '<b class="bad">breached</b>' if c["breached"] else "ok",
+            ]
+            for c in profile.get("monitors", [])
+        ]
+        parts += [
+            f'<section class="data" id="profile-{escape(task_id)}">',
+            f"<h2>Data profile: {escape(task_id)}</h2>",
+            _table(head, rows, numeric={1, 2, 3}),
+            _table(["check", "severity", "value", "threshold", "baseline", "verdict"], checks, {2})
+            if checks
+            else "",
+            "</section>",
+        ]
+    return "\n".join(parts)
 
 
 def _table(head: Sequence[str], rows: Sequence[Sequence[str]], numeric: set[int]) -> str:

@@ -4,7 +4,8 @@ OUT/items/<task>.jsonl   the final items of every task (a load task: what it del
 OUT/failures.jsonl       URLs given up on (task, class, status, reason, attempts)
 OUT/report.json          the run and, per task: state, duration, pages/s; for a crawl task
                          pages by status code, failure classes, retries, p50/p95/p99 fetch
-                         and parse latency, bytes
+                         and parse latency, bytes; ``profiles``: each crawl task's data
+                         profile and checks (stepcrawl.quality)
 OUT/logs/functions.log   what the functions printed (their CloudWatch Logs)
 
 Page statistics come from each crawl task's log, which records every page's status, class,
@@ -38,6 +39,7 @@ from stepcrawl.diagnose.model import PageRecord
 from stepcrawl.diagnose.runview import PageStats, TaskProgress, run_pages
 from stepcrawl.emulator.metrics import distinct_metrics
 from stepcrawl.names import METRICS_NAMESPACE
+from stepcrawl.quality import read_profile
 from stepcrawl.reports.html import write_report_html
 from stepcrawl.run_status import RunStatus, TaskStatus
 from stepcrawl.storage import Usage
@@ -114,6 +116,12 @@ def write_run_outputs(
     }
     report["dead_letters"] = deployment.dead_letters()
     _add_waiting(deployment, status, report)
+    report["profiles"] = {
+        task_id: profile
+        for task_id, task in definitions.items()
+        if task.type == "crawl"
+        and (profile := read_profile(deployment.blobs, status.pipeline, status.run, task_id))
+    }
     report["warnings"] = run_warnings(report)
     cost = _run_cost(deployment, status, out, extra or {}, containers or {})
     if cost is not None:
@@ -151,6 +159,16 @@ def run_warnings(report: Mapping[str, Any]) -> list[str]:
         '(docs/pipelines.md, "When a rendered page is ready")'
         for task_id, task in report["tasks"].items()
         if (n := int(task.get("render_unmatched") or 0))
+    ]
+    warnings += [
+        f"task {task_id}: data quality: {check['id']} is {check['value']:g} (check "
+        f"{check['check']}"
+        + ("" if check.get("baseline") is None else f", baseline {check['baseline']:g}")
+        + f"): breached ({check['severity']}); "
+        f"`stepcrawl profile {report.get('run')} --task {task_id}`"
+        for task_id, profile in report.get("profiles", {}).items()
+        for check in profile.get("monitors", [])
+        if check.get("breached")
     ]
     warnings += [
         f"{count} message(s) in the {queue} queue's dead-letter queue: a handler failed on "

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from stepcrawl.storage.memory import MemoryBlobStore, MemoryQueue, MemoryTableWriter
+from stepcrawl.storage.memory import MemoryBlobStore, MemoryQueue, MemoryTableWriter, MemoryTopic
 from stepcrawl.storage.memory_table import MemoryTable
 from stepcrawl.storage.meter import Meter, Usage
 from stepcrawl.storage.protocols import (
@@ -12,6 +12,7 @@ from stepcrawl.storage.protocols import (
     Queue,
     Table,
     TableWriter,
+    Topic,
 )
 from stepcrawl.storage.table import (
     All,
@@ -35,11 +36,13 @@ __all__ = [
     "MemoryQueue",
     "MemoryTable",
     "MemoryTableWriter",
+    "MemoryTopic",
     "Meter",
     "OutMessage",
     "Queue",
     "Table",
     "TableWriter",
+    "Topic",
     "TransactionConflict",
     "Usage",
     "Write",

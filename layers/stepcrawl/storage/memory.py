@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
 
 from stepcrawl.storage.meter import Meter
 from stepcrawl.storage.protocols import OutMessage, sqs_batches
 
-__all__ = ["MemoryBlobStore", "MemoryQueue", "MemoryTableWriter"]
+__all__ = ["MemoryBlobStore", "MemoryQueue", "MemoryTableWriter", "MemoryTopic"]
 
 
 class MemoryBlobStore:
@@ -44,6 +46,20 @@ class MemoryBlobStore:
             for key in keys:
                 self.objects.pop(key, None)
                 self.content_types.pop(key, None)
+
+
+class MemoryTopic:
+    """Published messages, in order (what a subscriber would receive)."""
+
+    def __init__(self) -> None:
+        self.messages: list[tuple[dict[str, Any], str | None]] = []
+        self._lock = threading.Lock()
+
+    def publish(self, message: Mapping[str, Any], *, subject: str | None = None) -> None:
+        # As SNS does: the message travels as JSON text, so it must be JSON.
+        text = json.dumps(message)
+        with self._lock:
+            self.messages.append((json.loads(text), subject))
 
 
 class MemoryQueue:

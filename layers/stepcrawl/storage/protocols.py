@@ -22,6 +22,7 @@ __all__ = [
     "Queue",
     "Table",
     "TableWriter",
+    "Topic",
     "sqs_batches",
 ]
 
@@ -86,6 +87,12 @@ class TableWriter(Protocol):
     def put_batch(self, items: Sequence[dict[str, Any]]) -> None:
         """Put these items (each replaces any item with the same key)."""
         ...
+
+
+class Topic(Protocol):
+    """A notification topic (SNS): each message published as JSON, to every subscriber."""
+
+    def publish(self, message: Mapping[str, Any], *, subject: str | None = None) -> None: ...
 
 
 class Table(Protocol):

@@ -29,6 +29,7 @@ from stepcrawl.storage import (
     MemoryQueue,
     MemoryTable,
     MemoryTableWriter,
+    MemoryTopic,
     Meter,
     OutMessage,
 )
@@ -81,15 +82,22 @@ class MemoryRunner:
         fetch_batch: int = 25,
         parse_batch: int = 5,
         real_time: bool = False,
+        after: MemoryRunner | None = None,
     ) -> None:
         self.pipeline = pipeline
         self.run_id = run_id
         self.clock = OffsetClock()
+        if after is not None:  # a later run starts after the earlier one's (simulated) end
+            self.clock.advance(max(0.0, after.clock() - self.clock()) + 1.0)
         self.meter = Meter()
-        self.table = MemoryTable(self.meter)
+        # ``after``: a later run of the same deployment (its table and bucket: history, items).
+        self.table: MemoryTable = after.table if after is not None else MemoryTable(self.meter)
         self.fetch_queue = MemoryQueue(self.meter, self.clock)
         self.parse_queue = MemoryQueue(self.meter, self.clock)
-        self.blobs = MemoryBlobStore(self.meter)
+        self.blobs: MemoryBlobStore = (
+            after.blobs if after is not None else MemoryBlobStore(self.meter)
+        )
+        self.alerts: MemoryTopic = after.alerts if after is not None else MemoryTopic()
         self.tokens = MemoryTokens()
         self.writers: dict[str, MemoryTableWriter] = {}
         self.deliver = deliver
@@ -109,6 +117,7 @@ class MemoryRunner:
             config=config or CrawlConfig(),
             clock=self.clock,
             table_writers=self._writer,
+            alerts=self.alerts,
         )
         self.fetcher = Fetcher()
         self.loop = asyncio.new_event_loop()

@@ -10,7 +10,8 @@ anything else AWS refuses is fatal for the work at hand. A failed condition stay
 (``False``/``None``, or :class:`~stepcrawl.storage.table.TransactionConflict`), not an error.
 
 ``dynamodb`` (the crawl's table, a ``load`` target), ``sqs`` (queues), ``s3`` (blobs), ``sfn``
-(task tokens); ``codec`` (DynamoDB's attribute values), ``errors`` (the mapping).
+(task tokens), ``sns`` (the alert topic); ``codec`` (DynamoDB's attribute values),
+``errors`` (the mapping).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from stepcrawl.storage.aws.dynamodb import DynamoBatchWriter, DynamoTable
 from stepcrawl.storage.aws.errors import map_client_error, map_client_errors
 from stepcrawl.storage.aws.s3 import S3BlobStore
 from stepcrawl.storage.aws.sfn import SfnTokens
+from stepcrawl.storage.aws.sns import SnsTopic
 from stepcrawl.storage.aws.sqs import SqsQueue
 
 __all__ = [
@@ -26,6 +28,7 @@ __all__ = [
     "DynamoTable",
     "S3BlobStore",
     "SfnTokens",
+    "SnsTopic",
     "SqsQueue",
     "map_client_error",
     "map_client_errors",

@@ -1,0 +1,159 @@
+"""A finishing crawl task's data profile and monitors: built, judged, kept, alerted.
+
+:func:`judge_task` runs once every claimed URL is recorded, before the task answers
+(:func:`~stepcrawl.crawl.accounting.maybe_finish`): it reads the task's log (the exact counts
+each entry carries and the names of its items parts), samples a bounded number of parts
+(:mod:`stepcrawl.quality.profile`), judges the task's monitors against the median of its last
+successful runs, stores the profile and its history item, and publishes one alert per check
+whose state changed since the task's previous run: FIRING when it breaches, RESOLVED when a
+breached one holds again. Everything it writes is decided by the log and the history before
+this run, so a finish retried after a crash writes and publishes the same again (the
+notifier posts a change once, docs/alerts.md).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from stepcrawl.crawl.context import CrawlServices
+from stepcrawl.crawl.paths import items_part_key
+from stepcrawl.crawl.tasklog import Delta, log_entries
+from stepcrawl.names import DATA_QUALITY_KIND
+from stepcrawl.pipeline import CrawlTask, Pipeline
+from stepcrawl.quality.counters import decode, schema_of
+from stepcrawl.quality.history import (
+    PastRun,
+    StoredProfile,
+    baseline_runs,
+    profile_object_key,
+    read_history,
+    save_profile,
+)
+from stepcrawl.quality.profile import SAMPLE_ITEMS, SAMPLE_PARTS, Profile, Sample, build_profile
+from stepcrawl.quality.verdict import MonitorResult, baseline_of, evaluate
+
+__all__ = ["Judgement", "judge_task", "quality_alerts"]
+
+logger = logging.getLogger("stepcrawl.quality")
+
+#: Bytes of an items part read for the sample at most (a part is one commit's items).
+_PART_BYTES: Final = 8_000_000
+
+
+@dataclass(frozen=True)
+class Judgement:
+    profile: Profile
+    results: list[MonitorResult]
+
+    @property
+    def failed(self) -> list[MonitorResult]:
+        """The breached checks of severity ``fail``: the task fails with them."""
+        return [r for r in self.results if r.breached and r.severity == "fail"]
+
+    def cause(self) -> str:
+        return "data quality: " + "; ".join(r.describe() for r in self.failed)
+
+
+def judge_task(
+    services: CrawlServices, pipeline: Pipeline, run: str, task: str, record: Mapping[str, Any]
+) -> Judgement | None:
+    """The finishing task's profile and checks (``None``: not a crawl task)."""
+    crawl = pipeline.task(task)
+    if not isinstance(crawl, CrawlTask):
+        return None
+    schema = schema_of(crawl)
+    counts: Counter[int] = Counter()
+    parts: list[str] = []
+    for item in log_entries(services.table, run, task):
+        text = item.get("q")
+        if item.get("x"):  # a spilled entry keeps its counts in its blob
+            text = Delta.of(item, services.blobs).quality
+        counts.update(decode(str(text or "")))
+        if part := item.get("p"):
+            parts.append(str(part))
+    sample = _sample(services, pipeline.name, run, task, parts)
+    at = float(record.get("finished_at") or services.clock())
+    ok, failed = int(record.get("ok", 0)), int(record.get("failed", 0))
+    profile = build_profile(
+        (pipeline.name, run, task), at, schema, schema.named(counts), (ok, failed), sample
+    )
+    monitors = crawl.monitors
+    runs = monitors.baseline if monitors is not None else 7
+    history = read_history(services.table, pipeline.name, task, limit=2 * runs + 1, exclude=run)
+    base = baseline_runs(history, runs)
+    baseline = baseline_of(r.signals for r in base)
+    results = evaluate(monitors, profile.signals(), baseline)
+    stored = StoredProfile(profile, results, baseline, [r.run for r in base])
+    save_profile(services.table, services.blobs, stored)
+    previous = history[0] if history else None
+    for alert in quality_alerts(profile, results, previous, baseline):
+        _publish(services, alert)
+    return Judgement(profile, results)
+
+
+def _sample(
+    services: CrawlServices, pipeline: str, run: str, task: str, parts: Sequence[str]
+) -> Sample:
+    """Items of at most :data:`SAMPLE_PARTS` parts, first by a hash of their names."""
+    chosen = sorted(parts, key=lambda name: hashlib.blake2b(name.encode()).digest())
+    items: list[dict[str, Any]] = []
+    read = 0
+    for name in chosen[:SAMPLE_PARTS]:
+        if len(items) >= SAMPLE_ITEMS:
+            break
+        read += 1
+        body = services.blobs.get(items_part_key(pipeline, run, task, name))[:_PART_BYTES]
+        for line in body.splitlines():
+            if len(items) >= SAMPLE_ITEMS:
+                break
+            if line.strip():
+                try:
+                    items.append(json.loads(line))
+                except ValueError:
+                    break  # a part cut at _PART_BYTES ends mid-line
+    return Sample(items, read, len(parts))
+
+
+def quality_alerts(
+    profile: Profile,
+    results: Sequence[MonitorResult],
+    previous: PastRun | None,
+    baseline: Mapping[str, float],
+) -> list[dict[str, Any]]:
+    """The alert topic's messages for checks whose state changed since ``previous``."""
+    was = set(previous.breached) if previous is not None else set()
+    out: list[dict[str, Any]] = []
+    for result in results:
+        if result.breached == (result.id in was):
+            continue
+        out.append(
+            {
+                "kind": DATA_QUALITY_KIND,
+                "state": "FIRING" if result.breached else "RESOLVED",
+                "pipeline": profile.pipeline,
+                "run": profile.run,
+                "task": profile.task,
+                "at": profile.at,
+                "previous_run": previous.run if previous is not None else None,
+                **result.as_dict(),
+                "command": f"stepcrawl profile {profile.run} --task {profile.task} --compare 3",
+                "baseline_items": baseline.get("items"),
+                "profile_key": profile_object_key(profile.pipeline, profile.run, profile.task),
+            }
+        )
+    return out
+
+
+def _publish(services: CrawlServices, message: dict[str, Any]) -> None:
+    if services.alerts is None:
+        logger.warning("data quality %s (no alert topic): %s", message["state"], message)
+        return
+    bucket = getattr(services.blobs, "bucket", None)  # the console link's (S3 adapters)
+    subject = f"[{message['state']}] {message['pipeline']}: data quality of {message['task']}"
+    services.alerts.publish({**message, "bucket": bucket}, subject=subject)
