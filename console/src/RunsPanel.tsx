@@ -3,7 +3,7 @@
 // /topology every probe interval until the run ends (then probes once more and stops).
 import { Background, type Node, type NodeChange, type NodeProps, Handle, MarkerType, Position, ReactFlow, ReactFlowProvider, useReactFlow } from "@xyflow/react";
 import { memo, useCallback, useEffect, useMemo, useRef, useState } from "react";
-import { ApiError, type Info, type Run, type Topology, type TopoTask, api } from "./api";
+import { ApiError, type Info, type Quality, type Run, type Topology, type TopoTask, api } from "./api";
 import { edgeKey, edgeTypes, layout } from "./layout";
 import { Modal, ago, fmt, when } from "./ui";
 
@@ -112,11 +112,34 @@ const TopoNode = memo(function TopoNode({ data }: NodeProps<TopoNodeT>) {
           queued
         </div>
       )}
+      {t.quality && <QualityLine id={t.id} quality={t.quality} />}
       <Handle type="source" position={Position.Right} isConnectable={false} className="handle-ro" />
     </div>
   );
 });
 const topoTypes = { topo: TopoNode };
+
+/** A finished crawl task's data quality: its breached checks (value, threshold, baseline). */
+function QualityLine({ id, quality }: { id: string; quality: Quality }) {
+  const shown = quality.breached
+    .map((c) => `${c.id} ${c.value} (${c.check}${c.baseline === null ? "" : `, baseline ${c.baseline}`})`)
+    .join("; ");
+  const fields = quality.fields
+    .map((f) => `${f.field}: fill ${f.fill === null ? "-" : `${(100 * f.fill).toFixed(1)}%`}`)
+    .join("\n");
+  if (!quality.breached.length) {
+    return (
+      <div className="tp-quality ok" data-testid={`topo-${id}-quality`} title={fields}>
+        data quality: {quality.checks} checks ok
+      </div>
+    );
+  }
+  return (
+    <div className="tp-quality bad" data-testid={`topo-${id}-quality`} title={`${shown}\n\n${fields}`}>
+      data quality: {shown}
+    </div>
+  );
+}
 
 function TopoGraphInner({ topo, metrics }: { topo: Topology; metrics: string[] }) {
   const rf = useReactFlow();

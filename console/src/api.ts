@@ -131,6 +131,24 @@ export interface TopoTask {
   in_flight?: { urls: number; idle_seconds: number; fingerprints: string[] } | null;
   metrics: Record<string, number | null>;
   hosts?: Host[];
+  /** A finished crawl task's data-quality checks (docs/pipelines.md, "Data quality"). */
+  quality?: Quality | null;
+}
+
+export interface QualityCheck {
+  id: string;
+  severity: "warn" | "fail" | string;
+  value: number;
+  check: string;
+  baseline: number | null;
+  breached: boolean;
+}
+
+export interface Quality {
+  items: number;
+  checks: number;
+  breached: QualityCheck[];
+  fields: { field: string; fill: number | null; matched: number | null }[];
 }
 
 export interface FunctionProbe {

@@ -128,6 +128,8 @@ def test_failing_task_fails_the_run_naming_the_task(sfn_env: StepFunctionsEnv) -
     assert desc["error"] == TASK_FAILED_ERROR
     assert "task b failed" in desc["cause"]
     assert "Test.Boom" in desc["cause"]
+    # SendTaskFailure's cause reaches the run (moto dropped it: emulator/moto_patches.py)
+    assert "b exploded" in desc["cause"]
     assert "c" not in sfn_env.worker.for_run("f-1"), "downstream of a failure never starts"
     assert sfn_env.lock_item("failing") is None, "the lock is released on failure too"
 

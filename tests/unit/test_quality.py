@@ -258,3 +258,27 @@ def test_one_check_per_field_of_a_structured_rule_is_not_invented(tmp_path: Path
     task = load_pipeline(path).task("c")
     assert isinstance(task, CrawlTask)
     assert schema_of(task).names == ("applied|product", "matched|product", "items|product")
+
+
+def test_a_stage_profile_counts_every_item_exactly_and_samples_a_bounded_few() -> None:
+    from stepcrawl.quality.profile import SAMPLE_ITEMS  # noqa: PLC0415
+    from stepcrawl.quality.stream import StreamProfile  # noqa: PLC0415
+
+    profiled = StreamProfile("clean")
+    items = [{"sku": str(n), "price": float(n % 7), "_url": "u"} for n in range(SAMPLE_ITEMS + 5)]
+    items.append({"sku": "late", "note": "a field seen last"})
+    passed = list(profiled.watch(iter(items)))
+    assert passed == items, "the stream passes unchanged"
+    profile = profiled.profile(("shop", "r1", "clean"), 1.0)
+    (rule,) = profile.rules
+    assert rule.items == profile.items == len(items)
+    fields = {f.name: f for f in rule.fields}
+    assert set(fields) == {"sku", "price", "note"}, "stepcrawl's own _ fields aside"
+    assert fields["price"].filled == len(items) - 1
+    assert fields["note"].fill == round(1 / len(items), 4)
+    assert fields["note"].types == {
+        "string": round(1 / len(items), 4),
+        "null": round(1 - 1 / len(items), 4),
+    }
+    assert fields["price"].max == 6.0
+    assert profile.sample_items == SAMPLE_ITEMS, "bounded, whatever the stage's size"

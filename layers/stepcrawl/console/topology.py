@@ -77,6 +77,7 @@ from stepcrawl.names import (
     OUTPUT_FETCH_QUEUE_URL,
     OUTPUT_PARSE_QUEUE_URL,
 )
+from stepcrawl.quality import read_profile
 from stepcrawl.run_status import RunStatus, TaskStatus
 from stepcrawl.scaling.policy import FETCH, PARSE
 from stepcrawl.table_keys import scaler_key
@@ -159,6 +160,9 @@ class _Crawl:
     #: ended: while it stays the same, nothing is read again.
     log_settled: tuple[Any, ...] | None = None
     hosts_settled: tuple[Any, ...] | None = None
+    #: The task's data-quality checks, read once it ended (its profile is written then, and
+    #: never changes): ``None`` until read.
+    quality: dict[str, Any] | None = None
 
 
 @dataclass
@@ -169,6 +173,26 @@ class _Run:
     etl_items: dict[str, int | None] = field(default_factory=dict)
     crawls: dict[str, _Crawl] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def _quality(deployment: Deployment, pipeline: str, run: str, task: str) -> dict[str, Any] | None:
+    """What the task panel shows of a finished crawl task's data profile: its items and
+    checks, breached ones first (``None``: no profile, a task that ended before it was made)."""
+    profile = read_profile(deployment.blobs, pipeline, run, task)
+    if profile is None:
+        return None
+    checks = sorted(profile.get("monitors", []), key=lambda c: not c["breached"])
+    fields = [
+        {"field": f"{rule['rule']}.{f['name']}", "fill": f.get("fill"), "matched": f.get("matched")}
+        for rule in profile.get("rules", [])
+        for f in rule.get("fields", [])
+    ]
+    return {
+        "items": profile.get("items", 0),
+        "breached": [c for c in checks if c["breached"]],
+        "checks": len(checks),
+        "fields": fields,
+    }
 
 
 def _signature(task: TaskStatus) -> tuple[Any, ...]:
@@ -281,6 +305,9 @@ class TopologyProbe:
         shown["metrics"] = _crawl_metrics(task, crawl.log, chosen)
         shown["hosts"] = [dict(row) for row in crawl.hosts.rows]
         shown["hosts_total"] = crawl.hosts.total
+        if task.state in _ENDED and crawl.quality is None:
+            crawl.quality = _quality(self.deployment, state.pipeline, status.run, task.id)
+        shown["quality"] = crawl.quality
         return shown
 
     # -- crawl tasks ------------------------------------------------------------------------

@@ -209,10 +209,7 @@ def maybe_finish(
     ratio = summary["pages_failed"] / max(1, summary["pages"])
     judgement = judge_task(services, pipeline, run, task, record) if pipeline else None
     if judgement is not None:
-        summary["quality"] = {
-            "breached": [r.id for r in judgement.results if r.breached],
-            "failed": [r.id for r in judgement.failed],
-        }
+        summary["quality"] = judgement.summary()
     if ratio > max_error_ratio:
         services.tokens.fail(
             record["token"],

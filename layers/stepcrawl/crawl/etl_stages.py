@@ -24,6 +24,7 @@ from stepcrawl.crawl.context import CrawlServices
 from stepcrawl.crawl.items import task_items
 from stepcrawl.crawl.messages import ControlMessage
 from stepcrawl.crawl.paths import items_prefix, quarantine_prefix
+from stepcrawl.crawl.quality_check import judge_stage
 from stepcrawl.errors import ConfigError, FatalError
 from stepcrawl.etl import (
     ItemWriter,
@@ -42,6 +43,7 @@ from stepcrawl.pipeline import (
     TransformTask,
     ValidateTask,
 )
+from stepcrawl.quality.stream import StreamProfile
 
 __all__ = ["run_stage"]
 
@@ -78,16 +80,21 @@ def _run(
         for name in task.consumes
     }
     output = items_prefix(pipeline.name, run, task.id) + "parts/"
+    # The stage's data profile (quality/stream.py): a transform's output, the items a
+    # validate stage checked; judged by the default checks against the stage's last runs.
+    profiled = StreamProfile(task.id)
+    where = (pipeline.name, run, task.id)
     if isinstance(task, TransformTask):
         stats = TransformStats()
         with ItemWriter(services.blobs, output) as writer:
-            written = writer.write_all(run_transform(task, inputs, stats=stats))
+            written = writer.write_all(profiled.watch(run_transform(task, inputs, stats=stats)))
         return {
             "items_in": stats.items_in,
             "items_out": written,
             "merged": stats.merged,
             "dropped": dict(stats.dropped),
             "errors": dict(stats.errors),
+            "quality": judge_stage(services, profiled, where).summary(),
         }
     items = _chain(inputs)
     if isinstance(task, ValidateTask):
@@ -96,10 +103,15 @@ def _run(
             ItemWriter(services.blobs, output) as valid,
             ItemWriter(services.blobs, quarantine) as invalid,
         ):
-            outcome = run_validate(task, items, valid=valid, quarantine=invalid)
+            outcome = run_validate(task, profiled.watch(items), valid=valid, quarantine=invalid)
         if outcome.exceeds_ratio:
             raise FatalError(f"{outcome.summary()}; invalid items are in {quarantine}")
-        return {"items": outcome.items, "valid": outcome.valid, "invalid": outcome.invalid}
+        return {
+            "items": outcome.items,
+            "valid": outcome.valid,
+            "invalid": outcome.invalid,
+            "quality": judge_stage(services, profiled, where).summary(),
+        }
     context = LoadContext(pipeline=pipeline.name, run=run, task=task.id)
     if isinstance(task.target, DynamoDBTarget):
         stats_load = load_dynamodb(task.target, items, services.table_writer(task.target.table))

@@ -25,7 +25,7 @@ from stepcrawl.crawl.context import CrawlServices
 from stepcrawl.crawl.paths import items_part_key
 from stepcrawl.crawl.tasklog import Delta, log_entries
 from stepcrawl.names import DATA_QUALITY_KIND
-from stepcrawl.pipeline import CrawlTask, Pipeline
+from stepcrawl.pipeline import CrawlTask, Monitors, Pipeline
 from stepcrawl.quality.counters import decode, schema_of
 from stepcrawl.quality.history import (
     PastRun,
@@ -36,12 +36,15 @@ from stepcrawl.quality.history import (
     save_profile,
 )
 from stepcrawl.quality.profile import SAMPLE_ITEMS, SAMPLE_PARTS, Profile, Sample, build_profile
+from stepcrawl.quality.stream import StreamProfile
 from stepcrawl.quality.verdict import MonitorResult, baseline_of, evaluate
 
-__all__ = ["Judgement", "judge_task", "quality_alerts"]
+__all__ = ["Judgement", "judge_profile", "judge_stage", "judge_task", "quality_alerts"]
 
 logger = logging.getLogger("stepcrawl.quality")
 
+#: Runs in the baseline of a task that declares no monitors (``Monitors.baseline``'s default).
+DEFAULT_BASELINE: Final = Monitors.model_fields["baseline"].default
 #: Bytes of an items part read for the sample at most (a part is one commit's items).
 _PART_BYTES: Final = 8_000_000
 
@@ -55,6 +58,13 @@ class Judgement:
     def failed(self) -> list[MonitorResult]:
         """The breached checks of severity ``fail``: the task fails with them."""
         return [r for r in self.results if r.breached and r.severity == "fail"]
+
+    def summary(self) -> dict[str, list[str]]:
+        """What the task's answer carries: the ids of the checks breached, and failed."""
+        return {
+            "breached": [r.id for r in self.results if r.breached],
+            "failed": [r.id for r in self.failed],
+        }
 
     def cause(self) -> str:
         return "data quality: " + "; ".join(r.describe() for r in self.failed)
@@ -83,9 +93,24 @@ def judge_task(
     profile = build_profile(
         (pipeline.name, run, task), at, schema, schema.named(counts), (ok, failed), sample
     )
-    monitors = crawl.monitors
-    runs = monitors.baseline if monitors is not None else 7
-    history = read_history(services.table, pipeline.name, task, limit=2 * runs + 1, exclude=run)
+    return judge_profile(services, profile, crawl.monitors)
+
+
+def judge_stage(
+    services: CrawlServices, profiled: StreamProfile, where: tuple[str, str, str]
+) -> Judgement:
+    """An ETL stage's profile, judged by the default checks against its last runs."""
+    return judge_profile(services, profiled.profile(where, services.clock()), None)
+
+
+def judge_profile(
+    services: CrawlServices, profile: Profile, monitors: Monitors | None
+) -> Judgement:
+    """Judge ``profile`` against the task's last runs, store it, alert its changes."""
+    runs = monitors.baseline if monitors is not None else DEFAULT_BASELINE
+    history = read_history(
+        services.table, profile.pipeline, profile.task, limit=2 * runs + 1, exclude=profile.run
+    )
     base = baseline_runs(history, runs)
     baseline = baseline_of(r.signals for r in base)
     results = evaluate(monitors, profile.signals(), baseline)

@@ -60,6 +60,7 @@ from functools import cache, wraps
 from typing import Any
 
 import botocore.session
+from moto.core.responses import EmptyResult
 from moto.dynamodb.comparisons import (
     AttributePath,
     AttributeValue,
@@ -81,6 +82,7 @@ from moto.stepfunctions.parser.asl.component.state.exec.state_task.service impor
 from moto.stepfunctions.parser.asl.eval.environment import Environment
 from moto.stepfunctions.parser.asl.eval.program_state import ProgramStopped
 from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
+from moto.stepfunctions.responses import StepFunctionResponse
 
 from stepcrawl.emulator.moto_cloudwatch import cloudwatch_patches
 from stepcrawl.emulator.moto_fastpath import fastpath_patches, table_patches
@@ -349,6 +351,16 @@ def _dynamodb_comparisons() -> list[tuple[object, str, Any]]:
     return patches
 
 
+def _send_task_failure_with_cause(self: Any) -> Any:
+    """``SendTaskFailure`` keeps its ``cause`` (AWS: the failure's "more detailed explanation",
+    what the failed state's error output and a run's failure carry); moto's response handler
+    read the error only and passed no cause on."""
+    self.stepfunction_backend.send_task_failure(
+        self._get_param("taskToken"), error=self._get_param("error"), cause=self._get_param("cause")
+    )
+    return EmptyResult()
+
+
 def _kms_key_tags_from_cloudformation(original: Any) -> Any:
     """CloudFormation gives ``AWS::KMS::Key`` its ``Tags`` as ``Key``/``Value`` pairs, like
     every resource (AWS::KMS::Key Tag docs); moto hands them to ``create_key``, which expects
@@ -402,6 +414,7 @@ def apply_moto_patches() -> None:
         *quota_patches(),
         *iam_patches(),
         *sns_patches(),
+        (StepFunctionResponse, "send_task_failure", _send_task_failure_with_cause),
         (cls, _MARK, True),
     ]
     for owner, name, value in patches:

@@ -1,16 +1,20 @@
-"""moto's SNS delivering to subscribed Lambda functions the way local mode runs them.
+"""moto's SNS delivering to the Lambda functions the stack subscribes, the way local mode runs
+them.
 
 SNS invokes each Lambda function subscribed to a topic with an event holding the message
-(AWS's "Invoking Lambda functions using Amazon SNS notifications"). moto hands such a message
-to its own Lambda backend, which would run the function in Docker (not here). With
-:func:`sns_patches` applied, a message published to a topic is given, for each ``lambda``
-subscription, to the delivery local mode registered (:func:`lambda_delivery`: the local alert
-delivery, ``emulator/alarm_delivery.py``, which invokes the subscribed functions of the stack
-itself); with none registered it is dropped with a log line, never sent to Docker. Other
-protocols (SQS, HTTP) stay moto's.
+(AWS's "Invoking Lambda functions using Amazon SNS notifications"). moto does neither half
+for a deployed stack: its CloudFormation creates no ``AWS::SNS::Subscription`` (only a
+topic's inline ``Subscription`` list), and a ``lambda`` subscription made through the API is
+handed to its own Lambda backend, which would run the function in Docker (not here).
+
+With :func:`sns_patches` applied, every message published to a topic is also given to the
+delivery local mode registered (:func:`lambda_delivery`: the local alert delivery,
+``emulator/alarm_delivery.py``, which invokes the functions the template subscribes to that
+topic, as SNS would); a ``lambda`` subscription of moto's own is never sent to Docker. SQS
+and HTTP subscriptions stay moto's.
 
 This is how a message a function publishes (a finishing crawl task's data-quality alert)
-reaches the notifier locally, as alarms' messages already do.
+reaches the notifier locally, as the alarms' messages already do.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from contextlib import contextmanager
 from functools import wraps
 from typing import Any
 
-from moto.sns.models import Subscription
+from moto.sns.models import Subscription, Topic
 
 __all__ = ["LambdaDelivery", "lambda_delivery", "sns_patches"]
 
@@ -38,7 +42,7 @@ _deliveries: list[LambdaDelivery] = []
 
 @contextmanager
 def lambda_delivery(deliver: LambdaDelivery) -> Iterator[None]:
-    """While inside, messages for ``lambda`` subscriptions go to ``deliver`` (the newest
+    """While inside, every message published to a topic also goes to ``deliver`` (the newest
     registration wins: one local cloud at a time)."""
     with _lock:
         _deliveries.append(deliver)
@@ -49,27 +53,34 @@ def lambda_delivery(deliver: LambdaDelivery) -> Iterator[None]:
             _deliveries.remove(deliver)
 
 
-def _publish(original: Callable[..., Any]) -> Callable[..., Any]:
+def _topic_publish(original: Callable[..., str]) -> Callable[..., str]:
     @wraps(original)
-    def publish(self: Subscription, message: str, *args: Any, **kwargs: Any) -> Any:
-        if self.protocol != "lambda":
-            return original(self, message, *args, **kwargs)
-        matcher = self._filter_policy_matcher
-        attributes = kwargs.get("message_attributes")
-        if matcher is not None and not matcher.matches(attributes, message):
-            return None
+    def publish(self: Topic, message: str, subject: str | None = None, **kwargs: Any) -> str:
+        message_id = original(self, message, subject, **kwargs)
         with _lock:
             deliver = _deliveries[-1] if _deliveries else None
         if deliver is None:
-            log.info("SNS message for %s not delivered: no local delivery", self.endpoint)
-            return None
-        subject = kwargs.get("subject", args[1] if len(args) > 1 else None)
-        deliver(self.topic.arn, message, subject)
-        return None
+            log.info("SNS message to %s: no local delivery registered", self.arn)
+        else:
+            deliver(self.arn, message, subject)
+        return message_id
+
+    return publish
+
+
+def _subscription_publish(original: Callable[..., Any]) -> Callable[..., Any]:
+    @wraps(original)
+    def publish(self: Subscription, *args: Any, **kwargs: Any) -> Any:
+        if self.protocol == "lambda":
+            return None  # delivered by the local delivery above, never by moto's Docker
+        return original(self, *args, **kwargs)
 
     return publish
 
 
 def sns_patches() -> list[tuple[object, str, Any]]:
-    """The patch above, for :func:`~stepcrawl.emulator.moto_patches.apply_moto_patches`."""
-    return [(Subscription, "publish", _publish(Subscription.publish))]
+    """The patches above, for :func:`~stepcrawl.emulator.moto_patches.apply_moto_patches`."""
+    return [
+        (Topic, "publish", _topic_publish(Topic.publish)),
+        (Subscription, "publish", _subscription_publish(Subscription.publish)),
+    ]

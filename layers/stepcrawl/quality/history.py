@@ -104,9 +104,13 @@ def read_history(
 ) -> list[PastRun]:
     """The task's last ``limit`` runs, newest first (``exclude``: a run left out, the one
     being judged)."""
-    items = table.query(quality_pk(pipeline, task), limit=limit + 1, consistent=True)
-    runs = [_past(item) for item in items if item.get("run") != exclude]
-    return runs[:limit]
+    items = table.query(quality_pk(pipeline, task), limit=2 * limit + 1, consistent=True)
+    runs: dict[str, PastRun] = {}
+    for item in items:
+        # A stage run again (a redelivered message) saved its run twice: the newest counts.
+        if (run := str(item.get("run"))) != exclude and run not in runs:
+            runs[run] = _past(item)
+    return list(runs.values())[:limit]
 
 
 def _past(item: dict[str, Any]) -> PastRun:
