@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.helpers.receiver import Receiver, running_receiver
 from tests.helpers.serve import ServedConsole, served_console
 
 from stepcrawl.runtime import services_from_env
@@ -44,3 +45,10 @@ def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServedConsole]
     probing every 500 ms."""
     with served_console(tmp_path_factory.mktemp("serve"), "--probe-interval", "500") as served:
         yield served
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    """A Slack-format webhook on 127.0.0.1 keeping every post (tests/helpers/receiver.py)."""
+    with running_receiver() as state:
+        yield state

@@ -11,20 +11,19 @@ Secrets Manager, exactly as on AWS.
 
 from __future__ import annotations
 
-import html
 import json
 import re
-import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 import pytest
 from tests.helpers.deadlines import FOLLOWS_TIMEOUT, RUN_TIMEOUT
 from tests.helpers.demo import demo_pipeline
+from tests.helpers.receiver import Receiver, fields_of, serve, wait_for
 
 from stepcrawl.alerts import reset_providers
 from stepcrawl.emulator.alarms import alert_secret_name, store_alert_channels
@@ -47,29 +46,6 @@ class Site:
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}/"
-
-
-@dataclass
-class Receiver:
-    """A Slack incoming webhook on 127.0.0.1: keeps every post (with when it came)."""
-
-    port: int = 0
-    posts: list[tuple[float, dict[str, Any]]] = field(default_factory=list)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def texts(self) -> list[str]:
-        with self.lock:
-            return [str(body["text"]) for _, body in self.posts]
-
-    def find(self, pattern: str) -> tuple[float, dict[str, Any]] | None:
-        with self.lock:
-            return next((p for p in self.posts if re.search(pattern, str(p[1]["text"]))), None)
-
-
-def _serve(handler: type[BaseHTTPRequestHandler]) -> tuple[ThreadingHTTPServer, int]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
-    return server, int(server.server_address[1])
 
 
 @pytest.fixture
@@ -97,50 +73,10 @@ def site() -> Iterator[Site]:
         def log_message(self, format: str, *args: Any) -> None:
             pass
 
-    server, port = _serve(Handler)
+    server, port = serve(Handler)
     yield Site(port)
     server.shutdown()
     server.server_close()
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    state = Receiver()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-            with state.lock:
-                state.posts.append((time.monotonic(), json.loads(raw)))
-            self.send_response(200)
-            self.send_header("Content-Length", "2")
-            self.end_headers()
-            self.wfile.write(b"ok")
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    server, state.port = _serve(Handler)
-    yield state
-    server.shutdown()
-    server.server_close()
-
-
-def _fields(body: dict[str, Any]) -> dict[str, str]:
-    """The Slack message's fields (``*Label*\\nvalue``, mrkdwn-escaped) as a dict."""
-    section = next(b for b in body["blocks"] if b["type"] == "section" and "fields" in b)
-    pairs = (f["text"].split("\n", 1) for f in section["fields"])
-    return {label.strip("*"): html.unescape(value) for label, value in pairs}
-
-
-def _wait(what: str, found: Any, timeout: float) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = found()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_a_failing_crawl_fires_then_resolves_the_error_ratio_alert(
@@ -174,17 +110,17 @@ def test_a_failing_crawl_fires_then_resolves_the_error_ratio_alert(
             assert status.status == "FAILED", status
             # Each post follows within seconds (alarm periods of 5 s), later on a loaded box:
             # wait for the post itself, the deadline only ends a wait for one never sent.
-            firing = _wait(
+            firing = wait_for(
                 "the FIRING post",
                 lambda: receiver.find(rf"\[FIRING\].*{RATIO_ALARM}"),
                 FOLLOWS_TIMEOUT,
             )
-            run_failed = _wait(
+            run_failed = wait_for(
                 "the failed run's post",
                 lambda: receiver.find(r"\[FIRING\].*run failing-run"),
                 FOLLOWS_TIMEOUT,
             )
-            resolved = _wait(
+            resolved = wait_for(
                 "the RESOLVED post",
                 lambda: receiver.find(rf"\[RESOLVED\].*{RATIO_ALARM}"),
                 FOLLOWS_TIMEOUT,
@@ -203,7 +139,7 @@ def test_a_failing_crawl_fires_then_resolves_the_error_ratio_alert(
         print(" ", text)
     print(json.dumps(firing[1], indent=1, ensure_ascii=False))
 
-    fields = _fields(firing[1])
+    fields = fields_of(firing[1])
     assert fields["State"] == "FIRING"
     assert fields["Pipeline"] == "- (stepcrawl stack)"  # all tasks together: stack-wide
     assert fields["Threshold"] == "> 0.25"
@@ -216,13 +152,13 @@ def test_a_failing_crawl_fires_then_resolves_the_error_ratio_alert(
     )
     assert f"alarm/{RATIO_ALARM}" in firing[1]["text"]
 
-    fields = _fields(resolved[1])
+    fields = fields_of(resolved[1])
     assert fields["State"] == "RESOLVED"
     assert fields["Threshold"] == "> 0.25"
     assert resolved[0] > firing[0]
     assert (RATIO_ALARM, "ALARM", "OK") in [(n, o, s) for n, o, s, _ in transitions]
 
-    fields = _fields(run_failed[1])
+    fields = fields_of(run_failed[1])
     assert fields["Pipeline"] == pipeline.name
     assert fields["Run"] == "failing-run"
     assert fields["State"] == "FIRING"

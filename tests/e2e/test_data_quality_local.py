@@ -14,16 +14,13 @@ from __future__ import annotations
 
 import json
 import re
-import time
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.e2e.test_alerts_local import Receiver, _fields, _serve, _wait
 from tests.helpers.deadlines import FOLLOWS_TIMEOUT, RUN_TIMEOUT
-from tests.helpers.demo import CRAWL_TASK, demo_pipeline
+from tests.helpers.demo import CRAWL_TASK, PRICE_OPTIONAL_RULE, demo_pipeline
+from tests.helpers.receiver import Receiver, fields_of, wait_for
 from typer.testing import CliRunner
 
 from stepcrawl.alerts import reset_providers
@@ -39,43 +36,10 @@ from stepcrawl.reports.report import write_run_outputs
 pytestmark = pytest.mark.slow
 
 SHOP = ShopModel(categories=2, products_per_category=15)
-PRODUCT_RULE = {
-    "name": "product",
-    "match": r"/product/[0-9a-f]{16}\.html$",
-    "container": "article.product_page",
-    "fields": {
-        "sku": {"selector": "[itemprop=sku]", "required": True},
-        "name": {"selector": "h1", "required": True},
-        "price": {"selector": "p.price", "regex": r"(\d+\.\d{2})"},
-    },
-}
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    state = Receiver()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-            with state.lock:
-                state.posts.append((time.monotonic(), json.loads(raw)))
-            self.send_response(200)
-            self.send_header("Content-Length", "2")
-            self.end_headers()
-            self.wfile.write(b"ok")
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    server, state.port = _serve(Handler)
-    yield state
-    server.shutdown()
-    server.server_close()
 
 
 def _pipeline(site: DemoSite, monitors: dict[str, Any], *, crawl_only: bool) -> Pipeline:
-    crawl = {"extract": [PRODUCT_RULE], "monitors": monitors}
+    crawl = {"extract": [PRICE_OPTIONAL_RULE], "monitors": monitors}
     return demo_pipeline(
         site.url,
         crawl_only=crawl_only,
@@ -111,7 +75,7 @@ def test_a_markup_change_warns_on_the_field_everywhere_and_the_fix_resolves_it(
                 assert cloud.deployment is not None
                 report = write_run_outputs(cloud.deployment, second, tmp_path / "out")
                 shown = TopologyProbe(cloud.deployment).probe("changed")
-                firing = _wait(
+                firing = wait_for(
                     "the FIRING post",
                     lambda: receiver.find(r"\[FIRING\].*data quality of crawl_shop"),
                     FOLLOWS_TIMEOUT,
@@ -119,7 +83,7 @@ def test_a_markup_change_warns_on_the_field_everywhere_and_the_fix_resolves_it(
                 site.restore_markup()
                 third = cloud.run(pipeline.name, "fixed", timeout=RUN_TIMEOUT)
                 assert third.status == "SUCCEEDED", third
-                resolved = _wait(
+                resolved = wait_for(
                     "the RESOLVED post",
                     lambda: receiver.find(r"\[RESOLVED\].*data quality of crawl_shop"),
                     FOLLOWS_TIMEOUT,
@@ -150,14 +114,14 @@ def test_a_markup_change_warns_on_the_field_everywhere_and_the_fix_resolves_it(
     assert [c["id"] for c in crawl["quality"]["breached"]] == ["field_coverage:price"]
 
     # The alerts: what broke, its value and baseline, then resolved by the fixed run
-    fields = _fields(firing[1])
+    fields = fields_of(firing[1])
     assert fields["Run"] == "changed"
     assert fields["Metric"] == "field_coverage price (task crawl_shop)"
     assert fields["Threshold"] == ">= 0.98"
     assert float(fields["Current value"]) == pytest.approx(2 / 3, abs=0.02)
     assert "baseline 1" in json.dumps(firing[1])
     assert "stepcrawl profile changed --task crawl_shop" in json.dumps(firing[1])
-    assert _fields(resolved[1])["Run"] == "fixed"
+    assert fields_of(resolved[1])["Run"] == "fixed"
     posts = [t for t in receiver.texts() if "data quality" in t]
     assert len(posts) == 2, posts
 

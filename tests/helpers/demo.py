@@ -33,6 +33,21 @@ def _file_data(pipeline: Pipeline) -> dict[str, Any]:
     return data
 
 
+#: The demo's product rule with price no longer required: a page whose price markup changed
+#: still makes its item, without a price (what a silent site change looks like; the data
+#: quality tests).
+PRICE_OPTIONAL_RULE: dict[str, Any] = {
+    "name": "product",
+    "match": r"/product/[0-9a-f]{16}\.html$",
+    "container": "article.product_page",
+    "fields": {
+        "sku": {"selector": "[itemprop=sku]", "required": True},
+        "name": {"selector": "h1", "required": True},
+        "price": {"selector": "p.price", "regex": r"(\d+\.\d{2})"},
+    },
+}
+
+
 def demo_pipeline(
     site_url: str,
     *,

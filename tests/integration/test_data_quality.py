@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from tests.helpers.demo import CRAWL_TASK, demo_pipeline
+from tests.helpers.demo import CRAWL_TASK, PRICE_OPTIONAL_RULE, demo_pipeline
 
 from stepcrawl.demo import DemoSite, ShopModel
 from stepcrawl.names import DATA_QUALITY_ERROR
@@ -19,18 +19,6 @@ from stepcrawl.testing import MemoryRunner
 
 SHOP = ShopModel(categories=3, products_per_category=30)
 PRODUCTS = len(SHOP.products)
-#: The demo's product rule with price no longer required: a page whose price markup changed
-#: still makes its item, without a price (what a silent site change looks like).
-PRODUCT_RULE = {
-    "name": "product",
-    "match": r"/product/[0-9a-f]{16}\.html$",
-    "container": "article.product_page",
-    "fields": {
-        "sku": {"selector": "[itemprop=sku]", "required": True},
-        "name": {"selector": "h1", "required": True},
-        "price": {"selector": "p.price", "regex": r"(\d+\.\d{2})"},
-    },
-}
 
 
 @pytest.fixture
@@ -40,7 +28,7 @@ def site() -> Iterator[DemoSite]:
 
 
 def _pipeline(site: DemoSite, monitors: dict[str, Any], *, crawl_only: bool = True) -> Pipeline:
-    crawl = {"extract": [PRODUCT_RULE], "monitors": monitors}
+    crawl = {"extract": [PRICE_OPTIONAL_RULE], "monitors": monitors}
     return demo_pipeline(site.url, crawl_only=crawl_only, tasks={CRAWL_TASK: crawl})
 
 
