@@ -33,7 +33,9 @@ def _pipeline(site: DemoSite, monitors: dict[str, Any], *, crawl_only: bool = Tr
 
 
 def _profile(runner: MemoryRunner) -> dict[str, Any]:
-    found = read_profile(runner.blobs, runner.pipeline.name, runner.run_id, CRAWL_TASK)
+    found = read_profile(
+        runner.table, runner.blobs, runner.pipeline.name, runner.run_id, CRAWL_TASK
+    )
     assert found is not None
     return found
 

@@ -123,7 +123,7 @@ def _table(priced: Estimate, source: str, assumptions: Assumptions, pages: int) 
         "lambda": f"{_n(usage['lambda_requests'])} requests, {_n(usage['lambda_gb_seconds'])} GB-s",
         "dynamodb": f"{_n(usage['ddb_write_units'])} WU, {_n(usage['ddb_read_units'])} RU",
         "sqs": f"{_n(usage['sqs_requests'])} requests",
-        "s3": f"{_n(usage['s3_requests'])} requests",
+        "s3": f"{_n(usage['s3_requests'])} requests ({_n(usage['s3_get_requests'])} GETs)",
         "step_functions": f"{_n(usage['state_transitions'])} transitions",
         "cloudwatch_logs": f"{_n(usage['log_gb'] * 1024**3)} bytes",
         "cloudwatch_metrics": f"{_n(usage['metric_hours'])} metric-hours",

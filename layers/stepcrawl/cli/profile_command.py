@@ -52,7 +52,9 @@ def profile_command(
             raise typer.Exit(EXIT_INVALID) from None
         crawls = [t for t, d in deployment.tasks(pipeline).items() if d.type == "crawl"]
         profiles = {
-            t: p for t in crawls if (p := read_profile(deployment.blobs, pipeline, run_name, t))
+            t: p
+            for t in crawls
+            if (p := read_profile(deployment.table, deployment.blobs, pipeline, run_name, t))
         }
         if compare:
             history = {

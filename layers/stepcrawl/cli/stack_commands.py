@@ -163,7 +163,10 @@ def _breached_checks(deployment: Deployment, found: RunStatus) -> dict[str, list
     for task in found.tasks.values():
         if task.type != "crawl" or task.state in ("running", "waiting", "pending"):
             continue
-        profile = read_profile(deployment.blobs, found.pipeline, found.run, task.id) or {}
+        profile = (
+            read_profile(deployment.table, deployment.blobs, found.pipeline, found.run, task.id)
+            or {}
+        )
         if checks := [c for c in profile.get("monitors", []) if c.get("breached")]:
             breached[task.id] = checks
     return breached

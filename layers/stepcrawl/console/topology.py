@@ -178,7 +178,7 @@ class _Run:
 def _quality(deployment: Deployment, pipeline: str, run: str, task: str) -> dict[str, Any] | None:
     """What the task panel shows of a finished crawl task's data profile: its items and
     checks, breached ones first (``None``: no profile, a task that ended before it was made)."""
-    profile = read_profile(deployment.blobs, pipeline, run, task)
+    profile = read_profile(deployment.table, deployment.blobs, pipeline, run, task)
     if profile is None:
         return None
     checks = sorted(profile.get("monitors", []), key=lambda c: not c["breached"])

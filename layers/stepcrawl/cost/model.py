@@ -90,6 +90,8 @@ class Counts:
     ddb_read_units: float = 0.0
     sqs_requests: float = 0.0
     s3_requests: float = 0.0
+    #: Of ``s3_requests``, the GETs (priced as GETs; the others as PUTs, an upper bound).
+    s3_get_requests: float = 0.0
     functions: Mapping[str, FunctionCounts] = field(default_factory=dict)
     state_transitions: float = 0.0
     log_bytes: float = 0.0
@@ -115,6 +117,7 @@ class Counts:
             ddb_read_units=usage.ddb_read_units / n,
             sqs_requests=usage.sqs_requests / n,
             s3_requests=usage.s3_requests / n,
+            s3_get_requests=usage.s3_get_requests / n,
             functions={
                 name: FunctionCounts(f.invocations / n, f.ms / n) for name, f in functions.items()
             },
@@ -243,6 +246,7 @@ def estimate(counts: Counts, assumptions: Assumptions | None = None) -> Estimate
         "ddb_read_units": counts.ddb_read_units,
         "sqs_requests": sqs,
         "s3_requests": counts.s3_requests,
+        "s3_get_requests": counts.s3_get_requests,
         "state_transitions": transitions,
         "log_gb": log_gb,
         "metric_hours": metric_hours,
@@ -254,7 +258,8 @@ def estimate(counts: Counts, assumptions: Assumptions | None = None) -> Estimate
         "dynamodb": counts.ddb_write_units * prices.ddb_write_unit
         + counts.ddb_read_units * prices.ddb_read_unit,
         "sqs": sqs * prices.sqs_request,
-        "s3": counts.s3_requests * prices.s3_put_request,
+        "s3": (counts.s3_requests - counts.s3_get_requests) * prices.s3_put_request
+        + counts.s3_get_requests * prices.s3_get_request,
         "step_functions": transitions * prices.sfn_state_transition,
         "cloudwatch_logs": log_gb * prices.logs_ingested_gb,
         "cloudwatch_metrics": metric_hours * prices.metric_month / HOURS_PER_MONTH,

@@ -4,8 +4,8 @@ From ``bench/cost_per_page.py --categories 8 --products 60`` (the demo pipeline'
 541-page generated shop through the real stages, in memory; Lambda time is CPU time), except
 the logged bytes and custom metrics, which that benchmark cannot see (no handlers run): those
 come from ``stepcrawl demo`` on the local cloud (``stepcrawl cost --report
-out/demo/report.json``). Measured on 2026-12-01; re-measure and update with
-docs/performance.md.
+out/demo/report.json``, measured on 2026-12-01). The crawl's counts measured on 2026-12-03
+(with each crawl task's data profile); re-measure and update with docs/performance.md.
 """
 
 from __future__ import annotations
@@ -17,19 +17,20 @@ from stepcrawl.cost.model import Counts, FunctionCounts
 __all__ = ["REFERENCE_COUNTS", "REFERENCE_SOURCE"]
 
 REFERENCE_SOURCE: Final = (
-    "reference crawl (bench/cost_per_page.py --categories 8 --products 60, 2026-12-01, task log; "
-    "logs and metrics from stepcrawl demo)"
+    "reference crawl (bench/cost_per_page.py --categories 8 --products 60, 2026-12-03, task log "
+    "and data profile; logs and metrics from stepcrawl demo, 2026-12-01)"
 )
 REFERENCE_COUNTS: Final = Counts(
     pages=541,
-    ddb_write_units=0.4362,
-    ddb_read_units=0.3799,
+    ddb_write_units=0.2699,
+    ddb_read_units=0.3272,
     sqs_requests=0.1571,
-    s3_requests=0.01294,
+    s3_requests=0.02033,
+    s3_get_requests=0.007394,
     functions={
-        "dispatch": FunctionCounts(invocations=0.001848, ms=0.003178),
-        "fetch": FunctionCounts(invocations=0.04991, ms=0.7397),
-        "parse": FunctionCounts(invocations=0.01848, ms=0.4143),
+        "dispatch": FunctionCounts(invocations=0.001848, ms=0.005794),
+        "fetch": FunctionCounts(invocations=0.04991, ms=0.9181),
+        "parse": FunctionCounts(invocations=0.01848, ms=0.4654),
     },
     state_transitions=6,
     log_bytes=15.67,

@@ -224,9 +224,9 @@ def maybe_finish(
     else:
         services.tokens.succeed(record["token"], summary)
         final = TaskState.SUCCEEDED
-    services.table.update(
-        key, set={"status": final}, condition=Cond("status", "eq", TaskState.FINISHING)
-    )
+    # The task's data profile rides on the write that ends it (quality/history.py).
+    ended = {"status": final, **(judgement.record_fields() if judgement is not None else {})}
+    services.table.update(key, set=ended, condition=Cond("status", "eq", TaskState.FINISHING))
     services.table.delete(running_key(run, task))
     if release(services, run, task):
         _admit_next(services, run)
@@ -253,6 +253,7 @@ def task_summary(record: dict[str, Any]) -> dict[str, Any]:
         ddb_read_units=float(record.get("u_ddb_read_units", 0)),
         sqs_requests=int(record.get("u_sqs_requests", 0)),
         s3_requests=int(record.get("u_s3_requests", 0)),
+        s3_get_requests=int(record.get("u_s3_get_requests", 0)),
         lambda_ms=float(record.get("u_lambda_ms", 0)),
     )
     per_page = {k: round(v / max(1, pages), 3) for k, v in usage.as_dict().items()}

@@ -47,7 +47,9 @@ def spent_usd(record: dict[str, Any]) -> float:
         float(record.get("u_ddb_write_units", 0)) * PRICES.ddb_write_unit
         + float(record.get("u_ddb_read_units", 0)) * PRICES.ddb_read_unit
         + float(record.get("u_sqs_requests", 0)) * PRICES.sqs_request
-        + float(record.get("u_s3_requests", 0)) * PRICES.s3_put_request
+        + float(record.get("u_s3_requests", 0) - record.get("u_s3_get_requests", 0))
+        * PRICES.s3_put_request
+        + float(record.get("u_s3_get_requests", 0)) * PRICES.s3_get_request
         + float(record.get("u_lambda_ms", 0)) / 1000 * _LAMBDA_GB * PRICES.lambda_gb_second
     )
 

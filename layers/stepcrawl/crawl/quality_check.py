@@ -13,7 +13,6 @@ notifier posts a change once, docs/alerts.md).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 from collections import Counter
@@ -23,11 +22,11 @@ from typing import Any, Final
 
 from stepcrawl.crawl.context import CrawlServices
 from stepcrawl.crawl.paths import items_part_key
-from stepcrawl.crawl.tasklog import Delta, log_entries
 from stepcrawl.names import DATA_QUALITY_KIND
 from stepcrawl.pipeline import CrawlTask, Monitors, Pipeline
-from stepcrawl.quality.counters import decode, schema_of
+from stepcrawl.quality.counters import schema_of
 from stepcrawl.quality.history import (
+    PROFILE_ATTRIBUTE,
     PastRun,
     StoredProfile,
     baseline_runs,
@@ -35,7 +34,7 @@ from stepcrawl.quality.history import (
     read_history,
     save_profile,
 )
-from stepcrawl.quality.profile import SAMPLE_ITEMS, SAMPLE_PARTS, Profile, Sample, build_profile
+from stepcrawl.quality.profile import SAMPLE_ITEMS, Profile, Sample, build_profile
 from stepcrawl.quality.stream import StreamProfile
 from stepcrawl.quality.verdict import MonitorResult, baseline_of, evaluate
 
@@ -53,6 +52,12 @@ _PART_BYTES: Final = 8_000_000
 class Judgement:
     profile: Profile
     results: list[MonitorResult]
+    #: the compressed profile for the task record (``None``: stored in the bucket)
+    packed: bytes | None = None
+
+    def record_fields(self) -> dict[str, Any]:
+        """What the update that ends the task sets on its record besides its state."""
+        return {PROFILE_ATTRIBUTE: self.packed} if self.packed is not None else {}
 
     @property
     def failed(self) -> list[MonitorResult]:
@@ -78,22 +83,21 @@ def judge_task(
     if not isinstance(crawl, CrawlTask):
         return None
     schema = schema_of(crawl)
-    counts: Counter[int] = Counter()
-    parts: list[str] = []
-    for item in log_entries(services.table, run, task):
-        text = item.get("q")
-        if item.get("x"):  # a spilled entry keeps its counts in its blob
-            text = Delta.of(item, services.blobs).quality
-        counts.update(decode(str(text or "")))
-        if part := item.get("p"):
-            parts.append(str(part))
-    sample = _sample(services, pipeline.name, run, task, parts)
+    # The container's view of the log (read on from where it stopped: a warm parse container
+    # reads next to nothing) holds the exact counts and the parts of the sample.
+    log = services.task_logs.get(run, task)
+    with log.lock:
+        log.refresh(services.table, services.blobs)
+        counts = Counter(log.quality)
+        parts = [name for _, name in log.sample_parts]
+        total_parts = log.parts
+    sample = _sample(services, pipeline.name, run, task, parts, total_parts)
     at = float(record.get("finished_at") or services.clock())
     ok, failed = int(record.get("ok", 0)), int(record.get("failed", 0))
     profile = build_profile(
         (pipeline.name, run, task), at, schema, schema.named(counts), (ok, failed), sample
     )
-    return judge_profile(services, profile, crawl.monitors)
+    return judge_profile(services, profile, crawl.monitors, inline=True)
 
 
 def judge_stage(
@@ -104,7 +108,7 @@ def judge_stage(
 
 
 def judge_profile(
-    services: CrawlServices, profile: Profile, monitors: Monitors | None
+    services: CrawlServices, profile: Profile, monitors: Monitors | None, *, inline: bool = False
 ) -> Judgement:
     """Judge ``profile`` against the task's last runs, store it, alert its changes."""
     runs = monitors.baseline if monitors is not None else DEFAULT_BASELINE
@@ -115,21 +119,21 @@ def judge_profile(
     baseline = baseline_of(r.signals for r in base)
     results = evaluate(monitors, profile.signals(), baseline)
     stored = StoredProfile(profile, results, baseline, [r.run for r in base])
-    save_profile(services.table, services.blobs, stored)
+    packed = save_profile(services.table, services.blobs, stored, inline=inline)
     previous = history[0] if history else None
     for alert in quality_alerts(profile, results, previous, baseline):
         _publish(services, alert)
-    return Judgement(profile, results)
+    return Judgement(profile, results, packed)
 
 
 def _sample(
-    services: CrawlServices, pipeline: str, run: str, task: str, parts: Sequence[str]
+    services: CrawlServices, pipeline: str, run: str, task: str, parts: Sequence[str], total: int
 ) -> Sample:
-    """Items of at most :data:`SAMPLE_PARTS` parts, first by a hash of their names."""
-    chosen = sorted(parts, key=lambda name: hashlib.blake2b(name.encode()).digest())
+    """Items of ``parts`` (the log's sample: at most :data:`SAMPLE_PARTS`, first by a hash of
+    their names), at most :data:`SAMPLE_ITEMS`."""
     items: list[dict[str, Any]] = []
     read = 0
-    for name in chosen[:SAMPLE_PARTS]:
+    for name in parts:
         if len(items) >= SAMPLE_ITEMS:
             break
         read += 1
@@ -142,7 +146,7 @@ def _sample(
                     items.append(json.loads(line))
                 except ValueError:
                     break  # a part cut at _PART_BYTES ends mid-line
-    return Sample(items, read, len(parts))
+    return Sample(items, read, total)
 
 
 def quality_alerts(

@@ -39,13 +39,14 @@ million URLs of one task collide is about 3 in a million.
 from __future__ import annotations
 
 import base64
+import bisect
 import hashlib
 import heapq
 import json
 import struct
 import threading
 import zlib
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -53,6 +54,8 @@ from typing import Any, Final
 from stepcrawl.crawl.fingerprints import FingerprintMap
 from stepcrawl.crawl.states import UrlState
 from stepcrawl.errors import FatalError
+from stepcrawl.quality.counters import decode
+from stepcrawl.quality.profile import SAMPLE_PARTS
 from stepcrawl.storage import BlobStore, Table
 from stepcrawl.storage.table import Item
 from stepcrawl.table_keys import LOG_STRIPES, log_key, log_pk
@@ -277,6 +280,12 @@ class TaskLog:
     probe: int = field(default=_FIRST_PROBE, repr=False, compare=False)
     #: the last deltas applied, by sequence (what a commit reads back right after it)
     recent: OrderedDict[int, Delta] = field(default_factory=OrderedDict, repr=False, compare=False)
+    #: the data profile's exact counts, summed over the entries applied (quality/counters.py),
+    #: and the items parts its sample reads: the :data:`SAMPLE_PARTS` first by a hash of their
+    #: names. Both are bounded (by the task's schema, and by the sample), not by its size.
+    quality: Counter[int] = field(default_factory=Counter, repr=False, compare=False)
+    sample_parts: list[tuple[bytes, str]] = field(default_factory=list, repr=False, compare=False)
+    parts: int = field(default=0, repr=False, compare=False)
 
     def apply(self, delta: Delta) -> None:
         seq = self.seq + 1
@@ -296,8 +305,19 @@ class TaskLog:
             self.failed.discard(fp)
         for by in delta.ids():
             self.commits[commit_hash(by)] = seq
+        if delta.quality:
+            self.quality.update(decode(delta.quality))
+        if delta.part:
+            self._sample_part(delta.part)
         self._keep(seq, delta)
         self.seq = seq
+
+    def _sample_part(self, part: str) -> None:
+        self.parts += 1
+        ranked = (hashlib.blake2b(part.encode()).digest(), part)
+        if len(self.sample_parts) < SAMPLE_PARTS or ranked < self.sample_parts[-1]:
+            bisect.insort(self.sample_parts, ranked)
+            del self.sample_parts[SAMPLE_PARTS:]
 
     def _keep(self, seq: int, delta: Delta) -> None:
         self.recent[seq] = delta

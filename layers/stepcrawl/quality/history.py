@@ -1,7 +1,10 @@
 """Where profiles live: the whole profile in the bucket, its signals in the table.
 
-- ``profiles/<pipeline>/<run>/<task>.json``: the profile and its monitors' results, what
-  ``stepcrawl profile``, reports and the console show (:func:`profile_object_key`);
+- the profile and its monitors' results, what ``stepcrawl profile``, reports and the console
+  show: compressed in the task's record (:data:`PROFILE_ATTRIBUTE`, written by the update
+  that ends a crawl task: no request of its own) when it is at most
+  :data:`INLINE_PROFILE_BYTES`, else ``profiles/<pipeline>/<run>/<task>.json`` in the bucket
+  (:func:`profile_object_key`; an ETL stage's always);
 - one table item per run and task (``QUALITY#<pipeline>#<task>``, newest first, TTL
   :data:`HISTORY_TTL`): the run's signals, whether it passed its ``fail`` checks, and which
   checks it breached: what the next runs take their baseline from (a query of the first
@@ -14,6 +17,7 @@ crash writes the same again.
 from __future__ import annotations
 
 import json
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -21,10 +25,12 @@ from typing import Any, Final
 from stepcrawl.quality.profile import Profile
 from stepcrawl.quality.verdict import MonitorResult
 from stepcrawl.storage import BlobStore, Table
-from stepcrawl.table_keys import quality_key, quality_pk
+from stepcrawl.table_keys import quality_key, quality_pk, task_key
 
 __all__ = [
     "HISTORY_TTL",
+    "INLINE_PROFILE_BYTES",
+    "PROFILE_ATTRIBUTE",
     "PastRun",
     "StoredProfile",
     "baseline_runs",
@@ -36,6 +42,10 @@ __all__ = [
 
 #: Seconds a run's profile stays in the table's history (the baseline's memory).
 HISTORY_TTL: Final = 180 * 86400
+#: The task record's attribute holding its compressed profile, when the profile is small.
+PROFILE_ATTRIBUTE: Final = "profile"
+#: Compressed bytes of a profile kept in the task record at most (a wider one goes to S3).
+INLINE_PROFILE_BYTES: Final = 8_000
 
 
 def profile_object_key(pipeline: str, run: str, task: str) -> str:
@@ -62,11 +72,12 @@ class StoredProfile:
 
 
 def save_profile(
-    table: Table,
-    blobs: BlobStore,
-    stored: StoredProfile,
-) -> PastRun:
-    """Store the run's profile (object, then history item); what the history now holds."""
+    table: Table, blobs: BlobStore, stored: StoredProfile, *, inline: bool = False
+) -> bytes | None:
+    """Store the run's profile and its history item. With ``inline`` (a crawl task, whose
+    finisher writes its record anyway), a profile that compresses to at most
+    :data:`INLINE_PROFILE_BYTES` is returned for the caller to put in the task record as
+    :data:`PROFILE_ATTRIBUTE`; otherwise it goes to the bucket, and ``None`` is returned."""
     profile = stored.profile
     body = {
         **profile.as_dict(),
@@ -74,11 +85,12 @@ def save_profile(
         "baseline": stored.baseline,
         "baseline_runs": stored.baseline_runs,
     }
-    blobs.put(
-        profile_object_key(profile.pipeline, profile.run, profile.task),
-        json.dumps(body, indent=1, sort_keys=True).encode(),
-        content_type="application/json",
-    )
+    text = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
+    packed = zlib.compress(text, 9)
+    kept: bytes | None = packed if inline and len(packed) <= INLINE_PROFILE_BYTES else None
+    if kept is None:
+        key = profile_object_key(profile.pipeline, profile.run, profile.task)
+        blobs.put(key, text, content_type="application/json")
     breached = tuple(r.id for r in stored.results if r.breached)
     passed = not any(r.breached and r.severity == "fail" for r in stored.results)
     past = PastRun(profile.run, profile.at, passed, profile.signals(), breached)
@@ -96,7 +108,7 @@ def save_profile(
             "expires_at": int(profile.at) + HISTORY_TTL,
         }
     )
-    return past
+    return kept
 
 
 def read_history(
@@ -104,7 +116,9 @@ def read_history(
 ) -> list[PastRun]:
     """The task's last ``limit`` runs, newest first (``exclude``: a run left out, the one
     being judged)."""
-    items = table.query(quality_pk(pipeline, task), limit=2 * limit + 1, consistent=True)
+    # Eventually consistent (half the read units): the runs compared were written minutes or
+    # days before, not within the second such a read may lag by.
+    items = table.query(quality_pk(pipeline, task), limit=2 * limit + 1, consistent=False)
     runs: dict[str, PastRun] = {}
     for item in items:
         # A stage run again (a redelivered message) saved its run twice: the newest counts.
@@ -123,8 +137,15 @@ def _past(item: dict[str, Any]) -> PastRun:
     )
 
 
-def read_profile(blobs: BlobStore, pipeline: str, run: str, task: str) -> dict[str, Any] | None:
-    """A stored profile as :func:`save_profile` wrote it, or ``None``."""
+def read_profile(
+    table: Table, blobs: BlobStore, pipeline: str, run: str, task: str
+) -> dict[str, Any] | None:
+    """A stored profile as :func:`save_profile` wrote it (from the task record, else the
+    bucket), or ``None``."""
+    record = table.get(task_key(run, task), consistent=True) or {}
+    if packed := record.get(PROFILE_ATTRIBUTE):
+        inline: dict[str, Any] = json.loads(zlib.decompress(bytes(packed)))
+        return inline
     try:
         body = blobs.get(profile_object_key(pipeline, run, task))
     except KeyError:

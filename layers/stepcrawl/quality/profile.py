@@ -35,7 +35,7 @@ __all__ = [
 ]
 
 #: Items parts a profile reads at most (each one object).
-SAMPLE_PARTS: Final = 16
+SAMPLE_PARTS: Final = 4
 #: Items a profile's sample holds at most.
 SAMPLE_ITEMS: Final = 20_000
 

@@ -120,7 +120,11 @@ def write_run_outputs(
         task_id: profile
         for task_id, task in definitions.items()
         if task.type == "crawl"
-        and (profile := read_profile(deployment.blobs, status.pipeline, status.run, task_id))
+        and (
+            profile := read_profile(
+                deployment.table, deployment.blobs, status.pipeline, status.run, task_id
+            )
+        )
     }
     report["warnings"] = run_warnings(report)
     cost = _run_cost(deployment, status, out, extra or {}, containers or {})

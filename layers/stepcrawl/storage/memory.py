@@ -30,7 +30,7 @@ class MemoryBlobStore:
             self.content_types[key] = content_type
 
     def get(self, key: str) -> bytes:
-        self.meter.s3()
+        self.meter.s3(get=True)
         with self._lock:
             return self.objects[key]
 

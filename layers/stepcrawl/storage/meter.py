@@ -3,7 +3,8 @@
 Units follow AWS list-price rules: a DynamoDB write costs one unit per KiB of the larger of the
 old and new item (a failed conditional write still costs), transactional writes twice that; a
 consistent read one unit per 4 KiB (eventually consistent: half); SQS one request per 64 KiB of
-payload; S3 one request per call. Each request counts what it carries: a batch retried for its
+payload; S3 one request per call (GETs also counted apart: they are billed at their own
+price). Each request counts what it carries: a batch retried for its
 unprocessed or failed part counts that part again, not the whole batch.
 
 A meter belongs to one container (:func:`stepcrawl.runtime.services_from_env`), as on Lambda.
@@ -36,6 +37,8 @@ class Usage:
     ddb_read_units: float = 0.0
     sqs_requests: int = 0
     s3_requests: int = 0
+    #: Of ``s3_requests``, the GETs (S3 bills them at a twelfth of a PUT's price).
+    s3_get_requests: int = 0
     lambda_ms: float = 0.0
 
     def as_dict(self) -> dict[str, float]:
@@ -147,8 +150,10 @@ class Meter:
     def sqs(self, payload_bytes: int) -> None:
         self._add("sqs_requests", max(1, math.ceil(payload_bytes / 65536)))
 
-    def s3(self, requests: int = 1) -> None:
+    def s3(self, requests: int = 1, *, get: bool = False) -> None:
         self._add("s3_requests", requests)
+        if get:
+            self._add("s3_get_requests", requests)
 
     def lambda_ms(self, milliseconds: float) -> None:
         """Wall time of a handler invocation (what Lambda bills, with the memory size)."""

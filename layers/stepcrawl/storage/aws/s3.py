@@ -33,7 +33,7 @@ class S3BlobStore:
         call(self.client.put_object, request)
 
     def get(self, key: str) -> bytes:
-        self.meter.s3()
+        self.meter.s3(get=True)
         raw = call(
             self.client.get_object, {"Bucket": self.bucket, "Key": key}, answers=_NO_SUCH_KEY
         )
