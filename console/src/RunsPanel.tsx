@@ -60,7 +60,7 @@ function statusClass(s: string | null | undefined): string {
 
 /* ---------- topology graph ---------- */
 
-const TBOX = { width: 214, height: 136 };
+const TBOX = { width: 214, height: 154 };
 type TopoData = { task: TopoTask; metrics: string[] };
 type TopoNodeT = Node<TopoData, "topo">;
 
@@ -130,7 +130,7 @@ function QualityLine({ id, quality }: { id: string; quality: Quality }) {
   if (!quality.breached.length) {
     return (
       <div className="tp-quality ok" data-testid={`topo-${id}-quality`} title={fields}>
-        data quality: {quality.checks} checks ok
+        {quality.checks ? `data quality: ${quality.checks} checks ok` : `data quality: ${fmt(quality.items)} items profiled`}
       </div>
     );
   }

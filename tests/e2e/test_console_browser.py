@@ -154,6 +154,13 @@ def test_start_a_run_and_watch_its_topology(
     crawl = next(t for t in probed["tasks"] if t["id"] == "crawl_shop")
     assert pages == crawl["metrics"]["pages"] > 6
     assert page.get_by_test_id("fn-fetch").is_visible()
+    # The finished crawl's data quality (its default checks: the first run has no baseline).
+    quality = page.get_by_test_id("topo-crawl_shop-quality")
+    quality.wait_for()
+    assert crawl["quality"] is not None
+    checks, items = crawl["quality"]["checks"], crawl["quality"]["items"]
+    shown = f"{checks} checks ok" if checks else f"{items:,} items profiled"
+    assert quality.inner_text() == f"data quality: {shown}"
     page.screenshot(path=str(tmp_path / "console-topology.png"))
     assert errors == []
     keep_screenshot(tmp_path / "console-topology.png", "console-topology.png")
