@@ -18,7 +18,8 @@ After quiescence (nothing queued, nothing due, sweeps with leases expired change
 checks: every URL ends exactly once (no URL pending in the log), ``claimed == finished``, the
 task answered once, the items read back equal the ``items`` counter with no item twice and
 each page's items from one fetch (also at the moment the task answered: a load stage starts
-then), no backlog chunk left, no message left unrecorded in a queue or DLQ, and no item over
+then), the task's data profile counting the same items and pages, no backlog chunk left, no
+message left unrecorded in a queue or DLQ, and no item over
 DynamoDB's 400 KB or message over SQS's 256 KiB was attempted. A failing schedule is replayed
 by its seed (:func:`explore`): the steps are printed.
 """
@@ -53,6 +54,7 @@ from stepcrawl.crawl.stopping import cancel_run
 from stepcrawl.crawl.sweeper import sweep_running
 from stepcrawl.crawl.tasklog import TaskLogs, url_states
 from stepcrawl.crawl.tokens import MemoryTokens
+from stepcrawl.quality import read_profile
 from stepcrawl.storage import MemoryBlobStore, MemoryQueue, MemoryTable, Meter
 from stepcrawl.table_keys import backlog_pk, task_key
 
@@ -458,12 +460,28 @@ class _Simulation:
             problems.append(f"task answered {[a.kind for a in answers]}")
         problems += self.tokens.problems.get(task, [])
         problems += self.check_items(task, int(record.get("items", 0)))
+        problems += self.check_profile(task, record)
         for shard in range(self.settings.config.shards):
             if self.table.query(backlog_pk(RUN, task, shard)):
                 problems.append(f"backlog of shard {shard} not empty")
         for queue in (self.fetch, self.parse):
             if queue.dead and pending:
                 problems.append(f"{len(queue.dead)} message(s) in the {queue.name} DLQ unrecorded")
+        return problems
+
+    def check_profile(self, task: str, record: dict[str, Any]) -> list[str]:
+        """The task's data profile counts what its record counts: each page once, however
+        its messages were delivered, duplicated or crashed (quality/counters.py)."""
+        if record.get("status") != "succeeded":
+            return []
+        profile = read_profile(self.table, self.blobs, self.pipeline.name, RUN, task)
+        if profile is None:
+            return ["no data profile stored"]
+        problems = []
+        if profile["items"] != int(record.get("items", 0)):
+            problems.append(f"profile items {profile['items']} != counted {record.get('items')}")
+        if profile["pages_ok"] != int(record.get("ok", 0)):
+            problems.append(f"profile pages {profile['pages_ok']} != ok {record.get('ok')}")
         return problems
 
     def check_items(self, task: str, counted: int) -> list[str]:
