@@ -46,6 +46,7 @@ from aws_cdk import aws_s3_deployment as s3deploy
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
+from infra.access import PROFILES
 from infra.config import StackConfig
 from infra.functions import StepcrawlFunction, WorkerSpec
 from infra.layers import LIBRARY_DIR
@@ -412,12 +413,21 @@ class Console(Construct):
         |                            | StopExecution                                          |
         | topology, redrive          | the table: read (task records, breakers, failures);    |
         |                            | redrive writes (re-opens failed URLs)                  |
+        | topology                   | the bucket: read ``profiles/`` (data profiles)         |
         | topology probes            | GetQueueAttributes on the three queues and their DLQs; |
         |                            | ListEventSourceMappings (a mapping's concurrency)      |
         | redrive                    | send to the fetch queue (feed)                         |
         """
         stack = Stack.of(self)
         storage.table.grant_read_write_data(function)
+        # A finished task's data profile, where it is too big for its record (quality/): one
+        # action on one prefix (grant_read's Get*/List* groups are wider than the route reads;
+        # the bucket is S3-managed encrypted, so no key grant).
+        iam.Grant.add_to_principal(
+            grantee=function,
+            actions=["s3:GetObject"],
+            resource_arns=[storage.bucket.arn_for_objects(PROFILES)],
+        )
         for queue in (queues.control, queues.fetch, queues.parse):
             for each in (queue.queue, queue.dead_letters):
                 each.grant(function, "sqs:GetQueueAttributes")

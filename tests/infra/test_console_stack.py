@@ -364,7 +364,7 @@ def test_the_function_has_least_privilege(on) -> None:
     actions = {a for a, _ in grants}
     assert not {a for a in actions if a == "*" or a.endswith(("*", ":*"))}  # no action wildcard
     assert {a.split(":")[0] for a in actions} == {
-        "logs", "xray", "dynamodb", "sqs", "states", "lambda", "cloudformation"
+        "logs", "xray", "dynamodb", "sqs", "states", "lambda", "cloudformation", "s3"
     }  # fmt: skip
     # Resource '*' only for actions that take no resource.
     assert {a for a, r in grants if r == "*"} == {
@@ -372,9 +372,14 @@ def test_the_function_has_least_privilege(on) -> None:
         "xray:PutTelemetryRecords",
         "lambda:ListEventSourceMappings",
     }
-    # The table: the stack's own only; the bucket: nothing (the API reads no object).
+    # The table: the stack's own only; the bucket: GetObject of data profiles only (a task's
+    # profile too big for its record, which the topology shows).
     table = on.logical_id(stack.storage.table)
     assert {r for a, r in grants if a.startswith("dynamodb:")} == {f"<{table}.Arn>"}
+    bucket = on.logical_id(stack.storage.bucket)
+    assert {(a, r) for a, r in grants if a.startswith("s3:")} == {
+        ("s3:GetObject", f"<{bucket}.Arn>/profiles/*")
+    }
     # Queues: depths of all six; sending to the fetch queue only (re-drive feeds it).
     fetch = on.logical_id(stack.queues.fetch.queue)
     assert {r for a, r in grants if a == "sqs:SendMessage"} == {f"<{fetch}.Arn>"}

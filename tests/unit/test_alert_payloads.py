@@ -609,3 +609,11 @@ def test_a_check_that_holds_again_resolves_and_each_run_is_its_own_change() -> N
     again = {**QUALITY, "run": "r4"}
     (later,) = parse_event(sns(again)).changes
     assert change_key(later) != change_key(fired), "a new run's breach is a new change"
+
+
+def test_a_profile_kept_in_the_task_record_links_the_table() -> None:
+    inline = {k: v for k, v in QUALITY.items() if k not in ("bucket", "profile_key")}
+    (change,) = parse_event(sns({**inline, "table": "stepcrawl-dev-table"})).changes
+    assert build_message(change).link == (
+        "https://console.aws.amazon.com/dynamodbv2/home#item-explorer?table=stepcrawl-dev-table"
+    )

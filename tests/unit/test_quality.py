@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from textwrap import dedent, indent
+from typing import Any
 
 import pytest
 
@@ -282,3 +283,83 @@ def test_a_stage_profile_counts_every_item_exactly_and_samples_a_bounded_few() -
     }
     assert fields["price"].max == 6.0
     assert profile.sample_items == SAMPLE_ITEMS, "bounded, whatever the stage's size"
+
+
+# ---- judging across runs (crawl/quality_check.py) -------------------------------------------
+
+
+def _profile_of(run: str, at: float, fill: float) -> Any:
+    from stepcrawl.quality.counters import Schema  # noqa: PLC0415
+
+    schema = Schema((("product", ("price",)),), 0)
+    filled = round(100 * fill)
+    counts = {"items|product": 100, "filled|product.price": filled, "applied|product": 100}
+    return build_profile(("shop", run, "crawl"), at, schema, counts, (100, 0), Sample([], 0, 0))
+
+
+def _judge(s: Any, run: str, at: float, fill: float, **keys: Any) -> list[tuple[str, str]]:
+    from stepcrawl.crawl.quality_check import judge_profile  # noqa: PLC0415
+
+    published = len(s.alerts.messages)
+    monitors = _monitors(field_coverage={"price": ">= 0.9"}, defaults=False)
+    judge_profile(s, _profile_of(run, at, fill), monitors, **keys)
+    return [(m["state"], m["run"]) for m, _ in s.alerts.messages[published:]]
+
+
+def _services() -> Any:
+    from tests.unit.test_task_log import services  # noqa: PLC0415
+
+    from stepcrawl.storage import MemoryTopic  # noqa: PLC0415
+
+    s = services()
+    s.alerts = MemoryTopic()
+    return s
+
+
+def test_a_redriven_run_that_now_holds_resolves_its_own_breach() -> None:
+    s = _services()
+    assert _judge(s, "r1", 1.0, 1.0) == []
+    assert _judge(s, "r2", 2.0, 0.5) == [("FIRING", "r2")]
+    # r2's failures re-driven: its task finishes again, and now holds.
+    assert _judge(s, "r2", 3.0, 1.0) == [("RESOLVED", "r2")], "measured from its own judgement"
+    assert _judge(s, "r3", 4.0, 1.0) == [], "already resolved"
+
+
+def test_a_run_whose_task_failed_joins_no_baseline() -> None:
+    from stepcrawl.quality.history import read_history  # noqa: PLC0415
+
+    s = _services()
+    _judge(s, "r1", 1.0, 1.0, failed=True)
+    (past,) = read_history(s.table, "shop", "crawl", limit=5)
+    assert not past.passed, "too many failed pages: it failed, whatever its checks said"
+
+
+def test_an_incremental_task_declares_no_check_of_its_item_count(tmp_path: Path) -> None:
+    path = tmp_path / "inc.yaml"
+    path.write_text(
+        PIPELINE.replace("    follow:", "    incremental: true\n    follow:")
+        + "      min_items: 5\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(InvalidPipelineError) as caught:
+        load_pipeline(path)
+    assert "re-parses only the pages that changed" in caught.value.issues[0].render(str(path))
+    baseline = {"items": 100.0, "fill:product.price": 1.0}
+    signals = {"items": 3.0, "fill:product.price": 1.0}
+    ids = {r.id for r in evaluate(None, signals, baseline, counts_items=False)}
+    assert "items_vs_baseline" not in ids, "an incremental run's items say how much changed"
+    assert "fill_drop:product.price" in ids
+
+
+def test_a_stage_profile_samples_its_items_under_its_own_name() -> None:
+    from stepcrawl.quality.stream import StreamProfile  # noqa: PLC0415
+
+    profiled = StreamProfile("clean")
+    list(
+        profiled.watch(
+            iter([{"_kind": "product", "price": 2.0}, {"_kind": "product", "price": 4.0}])
+        )
+    )
+    (rule,) = profiled.profile(("shop", "r1", "clean"), 1.0).rules
+    (price,) = rule.fields
+    assert (price.min, price.median, price.max) == (2.0, 3.0, 4.0), "the crawl's _kind kept out"

@@ -382,6 +382,7 @@ class QualityChange(BaseModel):
     command: str = ""
     bucket: str | None = None
     profile_key: str | None = None
+    table: str | None = None
 
     @property
     def source(self) -> str:
@@ -445,12 +446,19 @@ class QualityChange(BaseModel):
 
     @property
     def console_url(self) -> str:
-        if not self.bucket or not self.profile_key:
-            return "https://console.aws.amazon.com/s3/home"
-        return (
-            f"https://s3.console.aws.amazon.com/s3/object/{self.bucket}"
-            f"?prefix={quote(self.profile_key, safe='')}"
-        )
+        """The stored profile: its object in the bucket, or (kept in the task's record) the
+        table's items in the DynamoDB console."""
+        if self.bucket and self.profile_key:
+            return (
+                f"https://s3.console.aws.amazon.com/s3/object/{self.bucket}"
+                f"?prefix={quote(self.profile_key, safe='')}"
+            )
+        if self.table:
+            return (
+                "https://console.aws.amazon.com/dynamodbv2/home#item-explorer?"
+                f"table={quote(self.table, safe='')}"
+            )
+        return "https://console.aws.amazon.com/dynamodbv2/home"
 
 
 Change = AlarmChange | ExecutionChange | QualityChange

@@ -107,6 +107,8 @@ _KINDS: Final[Mapping[str, _Kind | None]] = {
     "fatal": None,
 }
 _PROBE_ATTRS: Final = ("probe_owner", "probe_expires")
+#: The breaker's attribute keeping the reason of the last failure it counted.
+LAST_FAILURE: Final = "last_failure"
 
 
 @dataclass(frozen=True)
@@ -226,11 +228,14 @@ class BreakerBook:
         self,
         outcomes: Iterable[tuple[str, Outcome]],
         known: Mapping[str, BreakerState] | None = None,
+        reasons: Mapping[str, str] | None = None,
     ) -> list[Transition]:
         """Record a batch of ``(host, outcome)`` in order; the transitions they caused.
 
         Consecutive failures of a host are counted with one write; hosts whose first outcome
         is a success and which are not in ``known`` are read with one batched read.
+        ``reasons`` (per host, the reason of its last failure in the batch) is kept on the
+        breaker with its failures (``last_failure``): what a URL its breaker ends says.
         """
         runs: dict[str, list[list[Any]]] = {}
         for host, outcome in outcomes:
@@ -250,8 +255,9 @@ class BreakerBook:
         transitions: list[Transition] = []
         for host, seq in runs.items():
             state = states.get(host)
+            reason = (reasons or {}).get(host)
             for kind, count in seq:
-                state = self._apply(host, state, kind, count, transitions)
+                state = self._apply(host, state, kind, count, transitions, reason)
         return transitions
 
     def _apply(
@@ -261,6 +267,7 @@ class BreakerBook:
         kind: _Kind,
         count: int,
         transitions: list[Transition],
+        reason: str | None = None,
     ) -> BreakerState | None:
         """Apply ``count`` outcomes of one kind to ``host``; the state after them."""
         conflicts = 0
@@ -275,7 +282,7 @@ class BreakerBook:
                 # Past ``until`` a probe may have been claimed since we read: look again.
                 state, refreshed = self._read(host, consistent=True), True
                 continue
-            step = self._step(host, state, kind, count, now)
+            step = self._step(host, state, kind, count, now, reason)
             if step is None:
                 conflicts += 1
                 if conflicts > MAX_CONFLICTS:
@@ -291,22 +298,32 @@ class BreakerBook:
         return state
 
     def _step(
-        self, host: str, state: BreakerState | None, kind: _Kind, count: int, now: float
+        self,
+        host: str,
+        state: BreakerState | None,
+        kind: _Kind,
+        count: int,
+        now: float,
+        reason: str | None = None,
     ) -> _Step | None:
         """One write (or none) for a closed/unknown or half-open host; ``None``: lost a race."""
         if state is None or state.state == "closed":
             if kind == "fail":
-                return self._count_failures(host, count, now)
+                return self._count_failures(host, count, now, reason)
             assert state is not None
             return self._reset(state, count, now)
         if kind == "fail":
-            return self._reopen(state, count, now)
+            return self._reopen(state, count, now, reason)
         return self._probe_succeeded(state, now)
 
-    def _count_failures(self, host: str, count: int, now: float) -> _Step | None:
+    def _count_failures(
+        self, host: str, count: int, now: float, reason: str | None = None
+    ) -> _Step | None:
+        # The last failure's reason rides on the write that counts it (no write of its own).
+        said = {LAST_FAILURE: reason[:200]} if reason else {}
         item = self.table.update(
             breaker_key(host),
-            set={"expires_at": int(now) + BREAKER_TTL},
+            set={"expires_at": int(now) + BREAKER_TTL, **said},
             set_if_absent={"state": "closed", "version": 0},
             add={"failures": count},
             condition=AnyOf((Cond("state", "not_exists"), Cond("state", "eq", "closed"))),
@@ -354,12 +371,15 @@ class BreakerBook:
             None if item is None else _Step(BreakerState.from_item(state.host, item), None, count)
         )
 
-    def _reopen(self, state: BreakerState, count: int, now: float) -> _Step | None:
+    def _reopen(
+        self, state: BreakerState, count: int, now: float, reason: str | None = None
+    ) -> _Step | None:
         recovery = self.config.next_recovery(state.recovery)
         item = self._write(
             state,
             now,
             {
+                **({LAST_FAILURE: reason[:200]} if reason else {}),
                 "state": "open",
                 "opened_at": now,
                 "until": now + recovery,

@@ -84,6 +84,8 @@ class BreakerState:
     #: When the host went down: its first opening since it was last closed (reopening after a
     #: failed probe keeps it). What ``politeness.give_up_after`` is measured from.
     down_since: float | None = None
+    #: The reason of the last failure counted (what opened it, once open), if known.
+    last_failure: str | None = None
 
     @classmethod
     def from_item(cls, host: str, item: Mapping[str, Any] | None) -> BreakerState:
@@ -103,6 +105,7 @@ class BreakerState:
             probe_expires=_number(item.get("probe_expires")),
             version=int(item.get("version", 0)),
             down_since=_number(item.get("down_since")),
+            last_failure=str(item["last_failure"]) if item.get("last_failure") else None,
         )
 
     def given_up(self, now: float, give_up_after: float | None) -> bool:

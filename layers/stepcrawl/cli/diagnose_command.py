@@ -75,6 +75,16 @@ def _print(found: Diagnosis, top: int) -> None:
     if unmatched:
         out.print(f"[yellow]{unmatched}[/yellow]", soft_wrap=True)
     shown = unmatched is not None
+    if found.suspects:
+        shown = True
+        table = Table(title="suspects: what most likely went wrong", title_justify="left")
+        for column in ("#", "kind", "suspect", "score", "detail"):
+            table.add_column(column, justify="right" if column in ("#", "score") else "left")
+        for rank, suspect in enumerate(found.suspects, 1):
+            table.add_row(
+                str(rank), suspect.kind, suspect.subject, f"{suspect.score:.0%}", suspect.detail
+            )
+        print_table(table)
     for kind in KINDS:
         causes = found.ranked(kind)[:top]
         if not causes:

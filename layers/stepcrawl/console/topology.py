@@ -71,7 +71,7 @@ from stepcrawl.console.executions import (
 from stepcrawl.console.hosts import HOSTS_SHOWN, TaskHosts
 from stepcrawl.deployment import Deployment, execution_events
 from stepcrawl.diagnose.runview import LogCursor, TaskProgress
-from stepcrawl.errors import ConfigError
+from stepcrawl.errors import ConfigError, StepcrawlError
 from stepcrawl.names import (
     OUTPUT_CONTROL_QUEUE_URL,
     OUTPUT_FETCH_QUEUE_URL,
@@ -178,7 +178,11 @@ class _Run:
 def _quality(deployment: Deployment, pipeline: str, run: str, task: str) -> dict[str, Any] | None:
     """What the task panel shows of a finished crawl task's data profile: its items and
     checks, breached ones first (``None``: no profile, a task that ended before it was made)."""
-    profile = read_profile(deployment.table, deployment.blobs, pipeline, run, task)
+    try:
+        profile = read_profile(deployment.table, deployment.blobs, pipeline, run, task)
+    except StepcrawlError:  # unreadable (a stack deployed without the grant): no panel line
+        logger.warning("the data profile of %s/%s is unreadable", run, task, exc_info=True)
+        return None
     if profile is None:
         return None
     checks = sorted(profile.get("monitors", []), key=lambda c: not c["breached"])

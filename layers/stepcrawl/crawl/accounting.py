@@ -207,7 +207,11 @@ def maybe_finish(
     clear_backlog(services, run, task)
     summary = task_summary(record)
     ratio = summary["pages_failed"] / max(1, summary["pages"])
-    judgement = judge_task(services, pipeline, run, task, record) if pipeline else None
+    judgement = (
+        judge_task(services, pipeline, run, task, record, failed=ratio > max_error_ratio)
+        if pipeline
+        else None
+    )
     if judgement is not None:
         summary["quality"] = judgement.summary()
     if ratio > max_error_ratio:

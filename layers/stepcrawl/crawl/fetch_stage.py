@@ -224,7 +224,8 @@ def _host_down(message: FetchMessage, breaker: BreakerState) -> PageEnvelope:
         ref=message.ref,
         shard=message.shard,
         outcome="failed",
-        reason=f"host down since {since} (its circuit breaker stayed open)",
+        reason=f"host down since {since} (its circuit breaker stayed open"
+        + (f"; it opened on {breaker.last_failure})" if breaker.last_failure else ")"),
         fetched_at=datetime.now(UTC).isoformat(timespec="seconds"),
         failure=HOST_DOWN,
     )
@@ -318,8 +319,14 @@ def _outcomes(
 ) -> list[PageEnvelope]:
     retry = pipeline.settings_for(task.id).retry
     outcomes = [retry.reclassify.get(result.status or 0, result.outcome) for result in results]
+    hosts = [url_host(m.ref.url) for m in messages]
+    last_failure = {
+        host: result.reason
+        for host, result, outcome in zip(hosts, results, outcomes, strict=True)
+        if outcome != "ok"
+    }
     transitions = services.breaker.record_many(
-        [(url_host(m.ref.url), o) for m, o in zip(messages, outcomes, strict=True)], breakers
+        list(zip(hosts, outcomes, strict=True)), breakers, last_failure
     )
     _count_outcomes(services, pipeline.name, task.id, results, outcomes)
     for edge, count in Counter(t.to_state for t in transitions).items():

@@ -76,9 +76,16 @@ class Judgement:
 
 
 def judge_task(
-    services: CrawlServices, pipeline: Pipeline, run: str, task: str, record: Mapping[str, Any]
+    services: CrawlServices,
+    pipeline: Pipeline,
+    run: str,
+    task: str,
+    record: Mapping[str, Any],
+    *,
+    failed: bool = False,
 ) -> Judgement | None:
-    """The finishing task's profile and checks (``None``: not a crawl task)."""
+    """The finishing task's profile and checks (``None``: not a crawl task); ``failed``: the
+    task fails anyway (too many failed pages), so its run joins no baseline."""
     crawl = pipeline.task(task)
     if not isinstance(crawl, CrawlTask):
         return None
@@ -93,11 +100,18 @@ def judge_task(
         total_parts = log.parts
     sample = _sample(services, pipeline.name, run, task, parts, total_parts)
     at = float(record.get("finished_at") or services.clock())
-    ok, failed = int(record.get("ok", 0)), int(record.get("failed", 0))
+    pages = (int(record.get("ok", 0)), int(record.get("failed", 0)))
     profile = build_profile(
-        (pipeline.name, run, task), at, schema, schema.named(counts), (ok, failed), sample
+        (pipeline.name, run, task), at, schema, schema.named(counts), pages, sample
     )
-    return judge_profile(services, profile, crawl.monitors, inline=True)
+    return judge_profile(
+        services,
+        profile,
+        crawl.monitors,
+        inline=True,
+        failed=failed,
+        counts_items=not crawl.incremental,
+    )
 
 
 def judge_stage(
@@ -108,21 +122,32 @@ def judge_stage(
 
 
 def judge_profile(
-    services: CrawlServices, profile: Profile, monitors: Monitors | None, *, inline: bool = False
+    services: CrawlServices,
+    profile: Profile,
+    monitors: Monitors | None,
+    *,
+    inline: bool = False,
+    failed: bool = False,
+    counts_items: bool = True,
 ) -> Judgement:
-    """Judge ``profile`` against the task's last runs, store it, alert its changes."""
+    """Judge ``profile`` against the task's last runs, store it, alert its changes.
+
+    ``counts_items`` is off for an incremental task: it re-parses only the pages that
+    changed, so its item count says how much changed, not how much there is."""
     runs = monitors.baseline if monitors is not None else DEFAULT_BASELINE
-    history = read_history(
-        services.table, profile.pipeline, profile.task, limit=2 * runs + 1, exclude=profile.run
-    )
+    found = read_history(services.table, profile.pipeline, profile.task, limit=2 * runs + 2)
+    # This run judged before (its task re-driven after it ended): its own last judgement is
+    # what a change is measured from; the baseline is the runs before it.
+    own = next((r for r in found if r.run == profile.run), None)
+    history = [r for r in found if r.run != profile.run]
     base = baseline_runs(history, runs)
     baseline = baseline_of(r.signals for r in base)
-    results = evaluate(monitors, profile.signals(), baseline)
+    results = evaluate(monitors, profile.signals(), baseline, counts_items=counts_items)
     stored = StoredProfile(profile, results, baseline, [r.run for r in base])
-    packed = save_profile(services.table, services.blobs, stored, inline=inline)
-    previous = history[0] if history else None
+    packed = save_profile(services.table, services.blobs, stored, inline=inline, failed=failed)
+    previous = own or (history[0] if history else None)
     for alert in quality_alerts(profile, results, previous, baseline):
-        _publish(services, alert)
+        _publish(services, alert, inline=packed is not None)
     return Judgement(profile, results, packed)
 
 
@@ -173,16 +198,20 @@ def quality_alerts(
                 **result.as_dict(),
                 "command": f"stepcrawl profile {profile.run} --task {profile.task} --compare 3",
                 "baseline_items": baseline.get("items"),
-                "profile_key": profile_object_key(profile.pipeline, profile.run, profile.task),
             }
         )
     return out
 
 
-def _publish(services: CrawlServices, message: dict[str, Any]) -> None:
+def _publish(services: CrawlServices, message: dict[str, Any], *, inline: bool) -> None:
     if services.alerts is None:
         logger.warning("data quality %s (no alert topic): %s", message["state"], message)
         return
-    bucket = getattr(services.blobs, "bucket", None)  # the console link's (S3 adapters)
+    # Where the profile is, for the message's console link (the AWS adapters' names): the
+    # task record in the table when it rides there, else its object in the bucket.
+    where: dict[str, Any] = {"table": getattr(services.table, "name", None)}
+    if not inline:
+        key = profile_object_key(message["pipeline"], message["run"], message["task"])
+        where = {"bucket": getattr(services.blobs, "bucket", None), "profile_key": key}
     subject = f"[{message['state']}] {message['pipeline']}: data quality of {message['task']}"
-    services.alerts.publish({**message, "bucket": bucket}, subject=subject)
+    services.alerts.publish({**message, **where}, subject=subject)

@@ -19,6 +19,7 @@ from stepcrawl.diagnose.model import (
     ScalingTick,
     TaskInfo,
 )
+from stepcrawl.diagnose.suspects import Suspect, suspects
 
 __all__ = [
     "BASES",
@@ -30,7 +31,9 @@ __all__ = [
     "RetryPolicy",
     "RunData",
     "ScalingTick",
+    "Suspect",
     "TaskInfo",
     "auto_window",
     "diagnose",
+    "suspects",
 ]

@@ -51,6 +51,7 @@ from stepcrawl.diagnose.causes import (
     top_values,
 )
 from stepcrawl.diagnose.model import Failure, PageRecord, RunData
+from stepcrawl.diagnose.suspects import Suspect, suspects
 
 __all__ = ["BASES", "KINDS", "Diagnosis", "diagnose"]
 
@@ -93,6 +94,8 @@ class Diagnosis:
     notes: list[str] = field(default_factory=list)
     #: Per crawl task (those with any): rendered pages where no item selector matched.
     render_unmatched: dict[str, int] = field(default_factory=dict)
+    #: What most likely went wrong, across kinds (:mod:`stepcrawl.diagnose.suspects`).
+    suspects: list[Suspect] = field(default_factory=list)
 
     def unmatched_line(self) -> str | None:
         """The rendered pages where no item selector matched, in words (None: there are none)."""
@@ -127,6 +130,7 @@ class Diagnosis:
             "causes": [c.as_dict() for c in self.causes],
             "notes": list(self.notes),
             "render_unmatched": dict(self.render_unmatched),
+            "suspects": [s.as_dict() for s in self.suspects],
         }
 
 
@@ -171,6 +175,7 @@ def diagnose(run: RunData, window: float | None = None) -> Diagnosis:
         render_unmatched={
             t.id: t.render_unmatched for t in run.tasks.values() if t.render_unmatched
         },
+        suspects=suspects(run),
     )
 
 

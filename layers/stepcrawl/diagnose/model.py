@@ -125,6 +125,12 @@ class RunData:
     #: Per unfinished crawl task: URLs waiting in its backlog, by reason.
     waiting: dict[str, dict[str, int]] = field(default_factory=dict)
     retry: RetryPolicy = field(default_factory=RetryPolicy)
+    #: Per crawl task: its data-quality checks that breached (quality/verdict.py, as stored
+    #: with its profile: ``id``, ``monitor``, ``subject``, ``value``, ``baseline``...).
+    quality: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    #: Per crawl task: URLs claimed but neither queued, in a backlog nor recorded while
+    #: nothing moved (crawl/waiting.py), if any.
+    in_flight: dict[str, int] = field(default_factory=dict)
     #: What the source could not provide (said in the diagnosis).
     notes: list[str] = field(default_factory=list)
 

@@ -23,6 +23,7 @@ from stepcrawl.crawl.failures import Failure, list_failures
 from stepcrawl.diagnose.model import PageRecord, RunData, ScalingTick, TaskInfo
 from stepcrawl.diagnose.runview import TaskProgress, run_pages
 from stepcrawl.errors import ConfigError
+from stepcrawl.quality import read_profile
 
 if TYPE_CHECKING:
     from stepcrawl.deployment import Deployment
@@ -70,11 +71,27 @@ def run_data(
         pages=[page for task_pages in pages.values() for page in task_pages],
         failures=list(failures),
         waiting={t: dict(r) for t, r in (waiting or {}).items()},
+        in_flight={t.id: t.in_flight.urls for t in status.tasks.values() if t.in_flight},
+        quality=_breached_checks(deployment, status),
     )
     if report is not None:
         data.ticks = _ticks(report)
         data.waiting = data.waiting or _waiting(report)
     return data
+
+
+def _breached_checks(deployment: Deployment, status: RunStatus) -> dict[str, list[dict[str, Any]]]:
+    """Per ended crawl task: the data-quality checks its profile says breached."""
+    found: dict[str, list[dict[str, Any]]] = {}
+    for task in status.tasks.values():
+        if task.type != "crawl" or task.state not in ("succeeded", "failed"):
+            continue
+        profile = read_profile(
+            deployment.table, deployment.blobs, status.pipeline, status.run, task.id
+        )
+        if checks := [c for c in (profile or {}).get("monitors", []) if c.get("breached")]:
+            found[task.id] = checks
+    return found
 
 
 def from_deployment(deployment: Deployment, run: str) -> RunData:
@@ -138,6 +155,16 @@ def from_report(path: Path) -> RunData:
         failures=failures,
         ticks=_ticks(report),
         waiting=_waiting(report),
+        quality={
+            str(task): checks
+            for task, profile in dict(report.get("profiles") or {}).items()
+            if (checks := [c for c in profile.get("monitors", []) if c.get("breached")])
+        },
+        in_flight={
+            str(task_id): int(info["in_flight"].get("urls", 0))
+            for task_id, info in dict(report["tasks"]).items()
+            if isinstance(info.get("in_flight"), dict)
+        },
         notes=notes,
     )
 

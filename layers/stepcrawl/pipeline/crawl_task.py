@@ -146,6 +146,14 @@ class CrawlTask(TaskBase):
     ) -> Monitors | None:
         if monitors is not None:
             _check_monitor_names(monitors, info.data.get("extract") or [])
+            if info.data.get("incremental") and (monitors.min_items or monitors.items_vs_baseline):
+                raise config_error(
+                    "monitor_items",
+                    "an incremental task re-parses only the pages that changed, so its items "
+                    "count how much changed, not how much there is",
+                    "remove min_items and items_vs_baseline (field_coverage and rule_matched "
+                    "still apply)",
+                )
         return monitors
 
     @model_validator(mode="before")

@@ -72,7 +72,12 @@ class StoredProfile:
 
 
 def save_profile(
-    table: Table, blobs: BlobStore, stored: StoredProfile, *, inline: bool = False
+    table: Table,
+    blobs: BlobStore,
+    stored: StoredProfile,
+    *,
+    inline: bool = False,
+    failed: bool = False,
 ) -> bytes | None:
     """Store the run's profile and its history item. With ``inline`` (a crawl task, whose
     finisher writes its record anyway), a profile that compresses to at most
@@ -92,7 +97,9 @@ def save_profile(
         key = profile_object_key(profile.pipeline, profile.run, profile.task)
         blobs.put(key, text, content_type="application/json")
     breached = tuple(r.id for r in stored.results if r.breached)
-    passed = not any(r.breached and r.severity == "fail" for r in stored.results)
+    # A run joins later baselines only if its task succeeded: no `fail` check breached and
+    # not failed otherwise (``failed``: too many failed pages).
+    passed = not failed and not any(r.breached and r.severity == "fail" for r in stored.results)
     past = PastRun(profile.run, profile.at, passed, profile.signals(), breached)
     pk, sk = quality_key(profile.pipeline, profile.task, profile.at, profile.run)
     table.put(

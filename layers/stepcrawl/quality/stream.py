@@ -52,7 +52,7 @@ class StreamProfile:
                 self.counts[f"filled|{key}"] += 1
             self.counts[f"type|{key}|{type_of(value)}"] += 1
         if len(self.sample) < SAMPLE_ITEMS:
-            self.sample.append({"_kind": self.task, **item})
+            self.sample.append({**item, "_kind": self.task})  # the stage's own "rule"
 
     def profile(self, where: tuple[str, str, str], at: float) -> Profile:
         """The stage's profile: one "rule" named by the task, a field per key seen."""

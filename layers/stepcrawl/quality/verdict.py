@@ -73,9 +73,14 @@ def _result(
 
 
 def evaluate(
-    monitors: Monitors | None, signals: Mapping[str, float], baseline: Mapping[str, float]
+    monitors: Monitors | None,
+    signals: Mapping[str, float],
+    baseline: Mapping[str, float],
+    *,
+    counts_items: bool = True,
 ) -> list[MonitorResult]:
-    """Every check of the run (see the module docstring), declared ones first."""
+    """Every check of the run (see the module docstring), declared ones first;
+    ``counts_items`` off (an incremental task) leaves out the default check of its items."""
     config = monitors or Monitors()
     out: list[MonitorResult] = []
     items = signals.get("items", 0.0)
@@ -110,8 +115,12 @@ def evaluate(
         severity = config.severity_of(failed)
         out.append(_result("max_failed_ratio", "", severity, value, failed.check, None))
     if config.defaults:
-        out += _defaults(config, signals, baseline)
+        out += _defaults(config, signals, baseline if counts_items else _without_items(baseline))
     return out
+
+
+def _without_items(baseline: Mapping[str, float]) -> dict[str, float]:
+    return {k: v for k, v in baseline.items() if k != "items"}
 
 
 def _defaults(
