@@ -50,7 +50,9 @@ def profile_command(
         except Exception as exc:  # noqa: BLE001 - the CLI reports any failure to find it
             err.print(f"[red]{exc}[/red]")
             raise typer.Exit(EXIT_INVALID) from None
-        crawls = [t for t, d in deployment.tasks(pipeline).items() if d.type == "crawl"]
+        # Crawl tasks and the ETL stages that profile their items (transform, validate).
+        profiled = ("crawl", "transform", "validate")
+        crawls = [t for t, d in deployment.tasks(pipeline).items() if d.type in profiled]
         profiles = {
             t: p
             for t in crawls

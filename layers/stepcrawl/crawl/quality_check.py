@@ -44,8 +44,6 @@ logger = logging.getLogger("stepcrawl.quality")
 
 #: Runs in the baseline of a task that declares no monitors (``Monitors.baseline``'s default).
 DEFAULT_BASELINE: Final = Monitors.model_fields["baseline"].default
-#: Bytes of an items part read for the sample at most (a part is one commit's items).
-_PART_BYTES: Final = 8_000_000
 
 
 @dataclass(frozen=True)
@@ -162,15 +160,12 @@ def _sample(
         if len(items) >= SAMPLE_ITEMS:
             break
         read += 1
-        body = services.blobs.get(items_part_key(pipeline, run, task, name))[:_PART_BYTES]
+        body = services.blobs.get(items_part_key(pipeline, run, task, name))
         for line in body.splitlines():
             if len(items) >= SAMPLE_ITEMS:
                 break
             if line.strip():
-                try:
-                    items.append(json.loads(line))
-                except ValueError:
-                    break  # a part cut at _PART_BYTES ends mid-line
+                items.append(json.loads(line))
     return Sample(items, read, total)
 
 

@@ -4,8 +4,9 @@ OUT/items/<task>.jsonl   the final items of every task (a load task: what it del
 OUT/failures.jsonl       URLs given up on (task, class, status, reason, attempts)
 OUT/report.json          the run and, per task: state, duration, pages/s; for a crawl task
                          pages by status code, failure classes, retries, p50/p95/p99 fetch
-                         and parse latency, bytes; ``profiles``: each crawl task's data
-                         profile and checks (stepcrawl.quality)
+                         and parse latency, bytes; ``profiles``: each crawl task's (and
+                         transform or validate stage's) data profile and checks
+                         (stepcrawl.quality)
 OUT/logs/functions.log   what the functions printed (their CloudWatch Logs)
 
 Page statistics come from each crawl task's log, which records every page's status, class,
@@ -119,7 +120,7 @@ def write_run_outputs(
     report["profiles"] = {
         task_id: profile
         for task_id, task in definitions.items()
-        if task.type == "crawl"
+        if task.type in ("crawl", "transform", "validate")  # the tasks that profile items
         and (
             profile := read_profile(
                 deployment.table, deployment.blobs, status.pipeline, status.run, task_id
