@@ -363,3 +363,12 @@ def test_a_stage_profile_samples_its_items_under_its_own_name() -> None:
     (rule,) = profiled.profile(("shop", "r1", "clean"), 1.0).rules
     (price,) = rule.fields
     assert (price.min, price.median, price.max) == (2.0, 3.0, 4.0), "the crawl's _kind kept out"
+
+
+def test_a_finish_retried_after_a_crash_publishes_its_changes_again() -> None:
+    s = _services()
+    _judge(s, "r1", 1.0, 1.0)
+    assert _judge(s, "r2", 2.0, 0.5) == [("FIRING", "r2")]
+    # The finisher died after saving r2's judgement, before its alert left: the next caller
+    # judges r2 again at the same finished_at, and the alert goes again (posted once).
+    assert _judge(s, "r2", 2.0, 0.5) == [("FIRING", "r2")]

@@ -133,9 +133,14 @@ def judge_profile(
     ``counts_items`` is off for an incremental task: it re-parses only the pages that
     changed, so its item count says how much changed, not how much there is."""
     runs = monitors.baseline if monitors is not None else DEFAULT_BASELINE
-    found = read_history(services.table, profile.pipeline, profile.task, limit=2 * runs + 2)
-    # This run judged before (its task re-driven after it ended): its own last judgement is
-    # what a change is measured from; the baseline is the runs before it.
+    # Judged before this judgement's own time: a finish retried after a crash (the same
+    # ``finished_at``) measures changes as the first try did and publishes them again (the
+    # notifier posts a change once); a task re-driven after it ended (a later one) from its
+    # own last judgement.
+    found = read_history(
+        services.table, profile.pipeline, profile.task, limit=2 * runs + 2, before=profile.at
+    )
+    # The baseline is the runs before this one.
     own = next((r for r in found if r.run == profile.run), None)
     history = [r for r in found if r.run != profile.run]
     base = baseline_runs(history, runs)

@@ -119,17 +119,20 @@ def save_profile(
 
 
 def read_history(
-    table: Table, pipeline: str, task: str, *, limit: int, exclude: str = ""
+    table: Table, pipeline: str, task: str, *, limit: int, before: float | None = None
 ) -> list[PastRun]:
-    """The task's last ``limit`` runs, newest first (``exclude``: a run left out, the one
-    being judged)."""
+    """The task's last ``limit`` runs, newest first, each as last judged (``before``: as
+    judged before that time, leaving out what a judgement at that time wrote itself)."""
     # Eventually consistent (half the read units): the runs compared were written minutes or
     # days before, not within the second such a read may lag by.
     items = table.query(quality_pk(pipeline, task), limit=2 * limit + 1, consistent=False)
     runs: dict[str, PastRun] = {}
     for item in items:
-        # A stage run again (a redelivered message) saved its run twice: the newest counts.
-        if (run := str(item.get("run"))) != exclude and run not in runs:
+        if before is not None and float(item["at"]) >= before:
+            continue
+        # A run judged twice (re-driven, or a stage's message redelivered) saved two items:
+        # the newest counts.
+        if (run := str(item.get("run"))) not in runs:
             runs[run] = _past(item)
     return list(runs.values())[:limit]
 
