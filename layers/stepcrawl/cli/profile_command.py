@@ -52,10 +52,10 @@ def profile_command(
             raise typer.Exit(EXIT_INVALID) from None
         # Crawl tasks and the ETL stages that profile their items (transform, validate).
         profiled = ("crawl", "transform", "validate")
-        crawls = [t for t, d in deployment.tasks(pipeline).items() if d.type in profiled]
+        tasks = [t for t, d in deployment.tasks(pipeline).items() if d.type in profiled]
         profiles = {
             t: p
-            for t in crawls
+            for t in tasks
             if (p := read_profile(deployment.table, deployment.blobs, pipeline, run_name, t))
         }
         if compare:

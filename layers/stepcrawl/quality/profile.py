@@ -142,33 +142,6 @@ class Profile:
             },
         }
 
-    @classmethod
-    def of(cls, data: Mapping[str, Any]) -> Profile:
-        """A profile read back from :meth:`as_dict`."""
-        rules = [
-            RuleProfile(
-                **{k: v for k, v in r.items() if k != "fields"},
-                fields=[FieldProfile(**f) for f in r.get("fields", [])],
-            )
-            for r in data.get("rules", [])
-        ]
-        sample = data.get("sample", {})
-        return cls(
-            pipeline=data["pipeline"],
-            run=data["run"],
-            task=data["task"],
-            at=float(data["at"]),
-            pages=int(data["pages"]),
-            pages_ok=int(data["pages_ok"]),
-            pages_failed=int(data["pages_failed"]),
-            items=int(data["items"]),
-            rules=rules,
-            links=[int(f["links"]) for f in data.get("follow", [])],
-            sample_items=int(sample.get("items", 0)),
-            sample_parts=int(sample.get("parts", 0)),
-            parts=int(sample.get("parts_total", 0)),
-        )
-
 
 @dataclass(frozen=True)
 class Sample:

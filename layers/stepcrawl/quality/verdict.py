@@ -49,11 +49,6 @@ class MonitorResult:
     def as_dict(self) -> dict[str, Any]:
         return {**asdict(self), "id": self.id}
 
-    @classmethod
-    def of(cls, data: Mapping[str, Any]) -> MonitorResult:
-        fields = {k: v for k, v in data.items() if k != "id"}
-        return cls(**fields)
-
 
 def baseline_of(history: Iterable[Mapping[str, float]]) -> dict[str, float]:
     """Per signal, its median over the runs that have it."""
