@@ -58,6 +58,8 @@ __all__ = ["FAULTS", "main"]
 #: The stack's alarm period, deployed (seconds); the local cloud plays a minute in a second.
 ALARM_PERIOD = 300
 LOCAL_SCALE = 60
+#: ``CrawlConfig.stall_after`` (180 s deployed) on the local clock.
+STALL_AFTER = 180 / LOCAL_SCALE
 PRODUCTS = 12  # product pages on the main host
 RUN_TIMEOUT = 240.0
 
@@ -167,6 +169,8 @@ class Fault:
     #: the product pages' answer on the main host (a markup or format change)
     main_product: Callable[[int, int], bytes] = lambda _v, n: product(n)
     lose_first_fetch: bool = False
+    #: the task's ``proxy`` (variant, its hosts, its faulty host's URL) -> a proxy URL, or None
+    proxy: Callable[[int, Place, str | None], str | None] = lambda _v, _p, _f: None
 
 
 def _bad_links(variant: int) -> int:
@@ -226,6 +230,18 @@ def _dead(variant: int) -> tuple[list[str], None]:
 
 def _unresolvable(variant: int) -> tuple[list[str], None]:
     return [f"DNS/item/{i}.html" for i in range(_bad_links(variant))], None
+
+
+def _refusing_proxy(variant: int) -> tuple[list[str], Callable[[str], Any] | None]:
+    """Variant 0: the proxy's address has nothing listening; 1: it wants credentials the
+    task does not have (407 to every request, as a proxy whose password rotated away)."""
+    if variant == 0:
+        return [], None
+    return [], lambda _path: (407, {"Proxy-Authenticate": 'Basic realm="proxy"'}, b"")
+
+
+def _proxy_of(variant: int, place: Place, faulty: str | None) -> str | None:
+    return faulty if variant else f"http://{place.dead}:{place.dead_port}"
 
 
 def _every(variant: int) -> int:
@@ -304,6 +320,13 @@ FAULTS: tuple[Fault, ...] = (
         ),
     ),
     Fault(
+        "proxy_refusing",
+        "the task's proxy refuses: nothing listening, or credentials wanted (407)",
+        _refusing_proxy,
+        lambda _place: ("failures", rf"^{re.escape(MAIN_IP)} proxy_(error|auth)$"),
+        proxy=_proxy_of,
+    ),
+    Fault(
         "lost_in_flight",
         "a fetch message lost between the queues (nothing fetches its URL)",
         _no_extra,
@@ -378,12 +401,13 @@ class Result:
         return round(self.alert_after_s * LOCAL_SCALE / ALARM_PERIOD, 2)
 
 
-def _pipeline(name: str, main: Host, place: Place) -> Pipeline:
+def _pipeline(name: str, main: Host, place: Place, proxy: str | None = None) -> Pipeline:
     return Pipeline.model_validate(
         {
             "name": name,
             "tasks": [
                 {
+                    **({"proxy": proxy} if proxy else {}),
                     "id": "crawl",
                     "type": "crawl",
                     "seeds": [main.url + "/"],
@@ -422,7 +446,8 @@ def _variant(fault: Fault, number: int) -> Variant:
     faulty = _serve(Host(answer, place.faulty)) if answer is not None else None
     main = _main_host(fault, number, faulty, place)
     name = f"fault-{fault.kind.replace('_', '-')}-{number}"
-    variant = Variant(fault, number, main, faulty, _pipeline(name, main, place))
+    proxy = fault.proxy(number, place, faulty.url if faulty is not None else None)
+    variant = Variant(fault, number, main, faulty, _pipeline(name, main, place, proxy))
     variant.truth = fault.truth(place)
     return variant
 
@@ -476,14 +501,18 @@ def _cloud(
     with staged_pipelines([(p, None) for p in pipelines]) as directory:
         with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            template = synthesize(directory, alert_secrets=[secret])
-        with LocalCloud(template, directory, log_path=tmp / "functions.log", chaos=chaos) as cloud:
+            # The stall watch's threshold on the local clock (180 s deployed), with a sweep
+            # every local minute (a second), as the alarms are played.
+            template = synthesize(
+                directory, alert_secrets=[secret], settings={"stall_after": STALL_AFTER}
+            )
+        with LocalCloud(
+            template, directory, log_path=tmp / "functions.log", chaos=chaos, sweep_every=1.0
+        ) as cloud:
             channel = {"type": "slack", "url": f"http://127.0.0.1:{receiver.port}/slack"}
             store_alert_channels(
                 cloud.emulator.client("secretsmanager"), secret, json.dumps(channel)
             )
-            assert cloud.deployment is not None
-            cloud.deployment.stall_after = 5.0  # URLs in flight named after 5 idle seconds
             yield cloud
 
 

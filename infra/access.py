@@ -15,7 +15,8 @@
 
 plus, for dispatch, parse and sweeper (they finish crawl tasks), ``sns:Publish`` on the alert
 topic (:mod:`infra.alerting`: data-quality alerts); for the scaler,
-``sqs:GetQueueAttributes`` on the fetch and parse queues,
+``sqs:GetQueueAttributes`` on the fetch and parse queues (the sweeper's stall watch reads
+the parse queue's too),
 ``lambda:GetEventSourceMapping``/``UpdateEventSourceMapping`` on those two mappings only, and
 ``cloudwatch:GetMetricStatistics`` (which takes no resource: cdk-nag's finding is acknowledged
 in :mod:`infra.nag`); and, for dispatch, write access to the DynamoDB tables that deployed
@@ -242,6 +243,9 @@ class WorkerAccess(Construct):
         storage.bucket.grant_put(sweeper, PROFILES)
         queues.fetch.queue.grant_send_messages(sweeper)
         queues.control.queue.grant_send_messages(sweeper)
+        # The stall watch (crawl/stalls.py) reads every crawl queue's depth; sending to
+        # fetch (and render, infra/render.py) allows it there already.
+        queues.parse.queue.grant(sweeper, "sqs:GetQueueAttributes")
         for machine in machines:
             machine.grant_task_response(sweeper)
 

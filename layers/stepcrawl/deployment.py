@@ -64,10 +64,6 @@ ClientFactory = Callable[[str], Any]
 _RUN_ID = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
 #: Step Functions' answers to ``DescribeExecution`` of a run that is not this machine's.
 _NO_EXECUTION = frozenset({"ExecutionDoesNotExist", "InvalidArn"})
-#: Seconds a crawl task with URLs in flight may go without a commit, while no queue holds a
-#: message waiting, before `status` names those URLs: longer than one fetch (2 min) and one
-#: parse (1 min) invocation, the longest a URL's message is out of a queue while handled.
-STALL_AFTER = 180.0
 
 
 def _aws(
@@ -93,9 +89,12 @@ class Deployment:
         *,
         client: ClientFactory | None = None,
         config: CrawlConfig | None = None,
-        stall_after: float = STALL_AFTER,
+        stall_after: float | None = None,
     ) -> None:
         self.stage = stage
+        #: Seconds a crawl task with URLs in flight may go without a commit, while no queue
+        #: holds a message waiting, before `status` names them; ``None``: the stack's setting
+        #: (``CrawlConfig.stall_after``, which the sweep's stall alert uses too).
         self.stall_after = stall_after
         #: the last :class:`InFlight` read, by (run, task, claimed, finished): a stalled task
         #: does not change, so following it does not read its whole log on every tick
@@ -185,7 +184,9 @@ class Deployment:
                 )
                 environment = configuration.get("Environment", {}).get("Variables", {})
                 if ENV_TABLE in environment:  # a worker, not a CDK helper function
-                    return CrawlConfig.from_env(environment)
+                    # Read once: `status` asks on every tick of a followed run.
+                    self._config = CrawlConfig.from_env(environment)
+                    return self._config
             if not page.get("NextToken"):
                 break
             request["NextToken"] = page["NextToken"]
@@ -307,7 +308,12 @@ class Deployment:
         claimed, finished = int(record.get("claimed", 0)), int(record.get("finished", 0))
         changed = float(record.get(PROGRESS_AT) or record.get("started_at") or 0)
         idle = time.time() - changed
-        if claimed <= finished or idle < self.stall_after:
+        if claimed <= finished:
+            return None
+        after = self.stall_after
+        if after is None:
+            after = self.crawl_config().stall_after
+        if idle < after:
             return None
         waiting, not_visible = self._crawl_queues()
         if waiting:

@@ -36,6 +36,7 @@ from stepcrawl.names import (
     ENV_SCALER,
     ENV_SHARDS,
     ENV_STAGE,
+    ENV_STALL_AFTER,
     ENV_TABLE,
     ENV_WINDOW,
 )
@@ -108,6 +109,7 @@ class _EngineSettings(FunctionEnvironment):
     shards: int = Field(alias=ENV_SHARDS)
     window: int = Field(alias=ENV_WINDOW)
     fetch_concurrency: int = Field(alias=ENV_FETCH_CONCURRENCY)
+    stall_after: float = Field(alias=ENV_STALL_AFTER)
 
 
 class WorkerEnvironment(_EngineSettings):

@@ -31,6 +31,7 @@ __all__ = [
     "ENV_SCALER",
     "ENV_SHARDS",
     "ENV_STAGE",
+    "ENV_STALL_AFTER",
     "ENV_TABLE",
     "ENV_WINDOW",
     "ERROR_PREFIX",
@@ -67,6 +68,7 @@ __all__ = [
     "METRIC_SWEEP_ERRORS",
     "METRIC_TELEMETRY_SHED",
     "METRIC_URLS_FED",
+    "METRIC_URLS_STALLED",
     "OUTPUT_BUCKET_NAME",
     "OUTPUT_CONSOLE_URL",
     "OUTPUT_CONSOLE_USER_POOL_ID",
@@ -84,6 +86,7 @@ __all__ = [
     "PLACEHOLDER_CONTROL_QUEUE_URL",
     "PLACEHOLDER_TABLE_NAME",
     "REPLACED_ERROR",
+    "STALL_KIND",
     "TASK_FAILED_ERROR",
     "TOO_MANY_FAILURES_ERROR",
     "error_name",
@@ -112,6 +115,8 @@ TOO_MANY_FAILURES_ERROR: Final = "Stepcrawl.TooManyFailures"
 DATA_QUALITY_ERROR: Final = "Stepcrawl.DataQuality"
 #: ``kind`` of a data-quality alert on the alert topic (alerts/events.py, QualityChange).
 DATA_QUALITY_KIND: Final = "stepcrawl.data_quality"
+#: ``kind`` of a stalled crawl task's alert on the alert topic (crawl/stalls.py, StallChange).
+STALL_KIND: Final = "stepcrawl.stall"
 #: Error of a run stopped by a newer one of its pipeline (``overlap: replace``).
 REPLACED_ERROR: Final = "Stepcrawl.Replaced"
 
@@ -133,6 +138,7 @@ ENV_PIPELINES_DIR: Final = "STEPCRAWL_PIPELINES_DIR"
 ENV_SHARDS: Final = "STEPCRAWL_SHARDS"
 ENV_WINDOW: Final = "STEPCRAWL_WINDOW"
 ENV_FETCH_CONCURRENCY: Final = "STEPCRAWL_FETCH_CONCURRENCY"
+ENV_STALL_AFTER: Final = "STEPCRAWL_STALL_AFTER"
 #: The scaler's thresholds (:class:`stepcrawl.scaling.ScalerSettings` as JSON).
 ENV_SCALER: Final = "STEPCRAWL_SCALER"
 #: The notifier's channels: names of Secrets Manager secrets (or ``ssm:<parameter>``), never
@@ -201,6 +207,7 @@ METRIC_URLS_FED: Final = "UrlsFed"
 METRIC_BACKLOG_CHUNKS_DRAINED: Final = "BacklogChunksDrained"
 METRIC_FRONTIER_BACKLOG: Final = "FrontierBacklog"
 METRIC_RUNNING_TASKS: Final = "RunningTasks"
+METRIC_URLS_STALLED: Final = "UrlsStalled"
 METRIC_HEARTBEATS: Final = "Heartbeats"
 METRIC_SWEEP_ERRORS: Final = "SweepErrors"
 

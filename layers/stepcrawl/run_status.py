@@ -69,7 +69,7 @@ class TaskStatus:
     #: What a ``waiting`` task waits for (``parallelism``: a slot of its run).
     waiting_on: str | None = None
     #: URLs in flight while nothing is queued and the task has not moved for
-    #: :data:`stepcrawl.deployment.STALL_AFTER` seconds (crawl/waiting.py), else ``None``.
+    #: ``CrawlConfig.stall_after`` seconds (crawl/waiting.py), else ``None``.
     in_flight: InFlight | None = None
 
     @property

@@ -24,6 +24,7 @@ from stepcrawl.names import (
     ENV_PARSE_QUEUE_URL,
     ENV_PIPELINES_DIR,
     ENV_SHARDS,
+    ENV_STALL_AFTER,
     ENV_TABLE,
     ENV_WINDOW,
     METRICS_NAMESPACE,
@@ -271,6 +272,7 @@ def test_function_shared_defaults(default, spec) -> None:
         ENV_SHARDS: "4",
         ENV_WINDOW: "256",
         ENV_FETCH_CONCURRENCY: "32",
+        ENV_STALL_AFTER: "180.0",
         "POWERTOOLS_SERVICE_NAME": spec.name,
         "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
     }
@@ -613,6 +615,7 @@ def test_sweeper_feeds_and_answers_tokens_only(default) -> None:
     table = default.logical_id(stack.storage.table)
     fetch = default.logical_id(stack.queues.fetch.queue)
     control = default.logical_id(stack.queues.control.queue)
+    parse = default.logical_id(stack.queues.parse.queue)
     assert ("dynamodb:Query", f"<{table}.Arn>") in pairs
     assert ("dynamodb:UpdateItem", f"<{table}.Arn>") in pairs
     assert ("sqs:SendMessage", f"<{fetch}.Arn>") in pairs
@@ -623,8 +626,11 @@ def test_sweeper_feeds_and_answers_tokens_only(default) -> None:
     assert {r for a, r in pairs if a.startswith("sqs:")} == {
         f"<{fetch}.Arn>",
         f"<{control}.Arn>",
+        f"<{parse}.Arn>",
         *render,
     }
+    # The parse queue only to read its depth: the stall watch (crawl/stalls.py).
+    assert {a for a, r in pairs if r == f"<{parse}.Arn>"} == {"sqs:GetQueueAttributes"}
     # S3: the task logs' spilled payloads (its cost guard's drain appends to a log), and the
     # items and profiles of the crawl tasks it finishes (their data profile).
     bucket = default.logical_id(stack.storage.bucket)

@@ -28,6 +28,7 @@ from stepcrawl.names import (
     DATA_QUALITY_KIND,
     PIPELINE_ALARM_SUFFIXES,
     REPLACED_ERROR,
+    STALL_KIND,
 )
 
 __all__ = [
@@ -43,6 +44,7 @@ __all__ = [
     "SnsEvent",
     "SnsMessage",
     "SnsRecord",
+    "StallChange",
     "parse_event",
     "parse_message",
     "pipeline_of_state_machine",
@@ -357,44 +359,26 @@ class ExecutionChange(BaseModel):
         )
 
 
-# ---- data-quality monitors ------------------------------------------------------------------
+# ---- what the engine publishes about one crawl task --------------------------------------------
 
 
-class QualityChange(BaseModel):
-    """A crawl task's data-quality check that breached (FIRING) or holds again (RESOLVED) in a
-    run, as the finishing task publishes it (crawl/quality_check.py)."""
+class _TaskChange(BaseModel):
+    """A change the engine publishes about one task of a run (a data-quality check, a
+    stall): FIRING or RESOLVED, with when it was seen; subclasses say what changed."""
 
     model_config = ConfigDict(extra="allow", frozen=True)
 
-    kind: Literal["stepcrawl.data_quality"]
     state_text: Literal["FIRING", "RESOLVED"] = Field(alias="state")
     pipeline_name: str = Field(alias="pipeline")
     run_id: str = Field(alias="run")
     task: str
     at: float
-    id: str
-    monitor: str
-    subject: str = ""
-    severity: str = "warn"
-    value: float
-    check: str
-    baseline: float | None = None
     command: str = ""
-    bucket: str | None = None
-    profile_key: str | None = None
     table: str | None = None
-
-    @property
-    def source(self) -> str:
-        return f"stepcrawl:{self.pipeline_name}/{self.task}/{self.id}"
 
     @property
     def change_state(self) -> str:
         return self.state_text
-
-    @property
-    def change_time(self) -> str:
-        return self.run_id  # one change per check per run
 
     @property
     def stopped_on_purpose(self) -> bool:
@@ -410,6 +394,52 @@ class QualityChange(BaseModel):
     @property
     def run(self) -> str | None:
         return self.run_id
+
+    @property
+    def when(self) -> datetime | None:
+        return datetime.fromtimestamp(self.at, tz=UTC)
+
+    @property
+    def region_code(self) -> str:
+        return "us-east-1"
+
+    @property
+    def seen(self) -> str:
+        """The command that shows more, as a sentence for the reason."""
+        return f" See: {self.command}" if self.command else ""
+
+    def table_url(self) -> str:
+        """The table in the DynamoDB console (the task's record, or what it keeps there)."""
+        if self.table:
+            return (
+                "https://console.aws.amazon.com/dynamodbv2/home#item-explorer?"
+                f"table={quote(self.table, safe='')}"
+            )
+        return "https://console.aws.amazon.com/dynamodbv2/home"
+
+
+class QualityChange(_TaskChange):
+    """A crawl task's data-quality check that breached (FIRING) or holds again (RESOLVED) in a
+    run, as the finishing task publishes it (crawl/quality_check.py)."""
+
+    kind: Literal["stepcrawl.data_quality"]
+    id: str
+    monitor: str
+    subject: str = ""
+    severity: str = "warn"
+    value: float
+    check: str
+    baseline: float | None = None
+    bucket: str | None = None
+    profile_key: str | None = None
+
+    @property
+    def source(self) -> str:
+        return f"stepcrawl:{self.pipeline_name}/{self.task}/{self.id}"
+
+    @property
+    def change_time(self) -> str:
+        return self.run_id  # one change per check per run
 
     @property
     def metric(self) -> str | None:
@@ -433,16 +463,8 @@ class QualityChange(BaseModel):
     def reason(self) -> str:
         base = "no baseline yet" if self.baseline is None else f"baseline {_number(self.baseline)}"
         fails = " The task failed (severity fail)." if self.severity == "fail" else ""
-        seen = f" See: {self.command}" if self.command else ""
-        return f"{self.metric}: {_number(self.value)}, check {self.check}, {base}.{fails}{seen}"
-
-    @property
-    def when(self) -> datetime | None:
-        return datetime.fromtimestamp(self.at, tz=UTC)
-
-    @property
-    def region_code(self) -> str:
-        return "us-east-1"
+        value = _number(self.value)
+        return f"{self.metric}: {value}, check {self.check}, {base}.{fails}{self.seen}"
 
     @property
     def console_url(self) -> str:
@@ -453,15 +475,66 @@ class QualityChange(BaseModel):
                 f"https://s3.console.aws.amazon.com/s3/object/{self.bucket}"
                 f"?prefix={quote(self.profile_key, safe='')}"
             )
-        if self.table:
-            return (
-                "https://console.aws.amazon.com/dynamodbv2/home#item-explorer?"
-                f"table={quote(self.table, safe='')}"
-            )
-        return "https://console.aws.amazon.com/dynamodbv2/home"
+        return self.table_url()
 
 
-Change = AlarmChange | ExecutionChange | QualityChange
+class StallChange(_TaskChange):
+    """A running crawl task whose URLs are in flight with nothing queued (FIRING), or that
+    moved again or ended (RESOLVED), as the sweep publishes it (crawl/stalls.py)."""
+
+    kind: Literal["stepcrawl.stall"]
+    #: the task's last commit: when the stall began, and its identity
+    since: float
+    urls: int
+    idle_seconds: float
+    #: how a RESOLVED one ended: "moved again", or the task's final state
+    outcome: str = ""
+
+    @property
+    def source(self) -> str:
+        return f"stepcrawl:{self.pipeline_name}/{self.run_id}/{self.task}/stall"
+
+    @property
+    def change_time(self) -> str:
+        return repr(self.since)  # one stall per last commit: FIRING once, RESOLVED once
+
+    @property
+    def metric(self) -> str | None:
+        return f"URLs in flight with nothing queued (task {self.task})"
+
+    @property
+    def threshold(self) -> str | None:
+        return None
+
+    @property
+    def current_value(self) -> str | None:
+        return str(self.urls)
+
+    @property
+    def title(self) -> str:
+        if self.state_text == "FIRING":
+            return f"crawl task {self.task} stalled: {self.urls} URL(s) in flight, nothing queued"
+        return f"crawl task {self.task} no longer stalled: {self.outcome or 'moved again'}"
+
+    @property
+    def reason(self) -> str:
+        if self.state_text == "RESOLVED":
+            ended = self.outcome or "moved again"
+            return f"The task {ended} after {self.idle_seconds:.0f} s.{self.seen}"
+        return (
+            f"{self.urls} URL(s) claimed and not recorded, no commit for "
+            f"{self.idle_seconds:.0f} s, while no crawl queue holds a message and the task's "
+            "backlog is empty: their messages were lost between the queues, and the task "
+            f"would end only at its timeout.{self.seen}"
+        )
+
+    @property
+    def console_url(self) -> str:
+        """The task's record (counters, last commit) in the table."""
+        return self.table_url()
+
+
+Change = AlarmChange | ExecutionChange | QualityChange | StallChange
 
 
 @dataclass(frozen=True)
@@ -530,10 +603,12 @@ def parse_message(message: str | Mapping[str, Any]) -> Change | str:
         model = ExecutionChange
     elif body.get("kind") == DATA_QUALITY_KIND:
         model = QualityChange
+    elif body.get("kind") == STALL_KIND:
+        model = StallChange
     if model is None:
         return (
-            "neither a CloudWatch alarm state change, a Step Functions status change nor a "
-            "data-quality check"
+            "neither a CloudWatch alarm state change, a Step Functions status change, a "
+            "data-quality check nor a stalled task"
         )
     try:
         return model.model_validate(body)

@@ -8,7 +8,13 @@ from dataclasses import dataclass
 from datetime import UTC
 from typing import Final
 
-from stepcrawl.alerts.events import AlertState, Change, ExecutionChange, QualityChange
+from stepcrawl.alerts.events import (
+    AlertState,
+    Change,
+    ExecutionChange,
+    QualityChange,
+    StallChange,
+)
 
 __all__ = ["AlertMessage", "build_message", "change_key"]
 
@@ -96,4 +102,6 @@ def _link_label(change: Change) -> str:
         return "Open the execution"
     if isinstance(change, QualityChange):
         return "Open the profile"
+    if isinstance(change, StallChange):
+        return "Open the task's record"
     return "Open the alarm"

@@ -21,7 +21,7 @@ from stepcrawl.crawl.tasklog import TaskLogs
 from stepcrawl.crawl.window import FeedWindow
 from stepcrawl.errors import ConfigError
 from stepcrawl.functions_spec import FETCH_CONCURRENCY
-from stepcrawl.names import ENV_FETCH_CONCURRENCY, ENV_SHARDS, ENV_WINDOW
+from stepcrawl.names import ENV_FETCH_CONCURRENCY, ENV_SHARDS, ENV_STALL_AFTER, ENV_WINDOW
 from stepcrawl.pipeline import Pipeline, load_pipeline
 from stepcrawl.storage import BlobStore, Meter, Queue, Table, TableWriter, Topic
 from stepcrawl.telemetry.recorder import MetricRecorder, MetricSink
@@ -120,6 +120,17 @@ class CrawlConfig(BaseModel):
     #: Compressed bodies above this go to the blob store instead of the parse message.
     inline_body_limit: int = Field(120_000, ge=0)
     heartbeat_every: float = Field(60.0, gt=0)
+    stall_after: float = Field(
+        180.0,
+        gt=0,
+        le=86_400,
+        description=(
+            "seconds a crawl task with URLs in flight may go without a commit, while no crawl "
+            "queue counts a message and its backlog is empty, before it is called stalled "
+            "(alerted, named by status): longer than a fetch (2 min) and a parse (1 min) "
+            "invocation"
+        ),
+    )
     #: Bytes of fingerprints and lines a task log entry holds in its table item; a larger
     #: payload goes to the blob store, named by the entry (DynamoDB's item limit is 400 KB).
     log_entry_bytes: int = Field(300_000, ge=64, le=350_000)
@@ -156,6 +167,7 @@ DEPLOYED_SETTINGS: Final[Mapping[str, str]] = {
     "shards": ENV_SHARDS,
     "window": ENV_WINDOW,
     "fetch_concurrency": ENV_FETCH_CONCURRENCY,
+    "stall_after": ENV_STALL_AFTER,
 }
 
 

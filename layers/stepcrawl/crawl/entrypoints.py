@@ -21,6 +21,7 @@ from stepcrawl.names import (
     METRIC_MESSAGES_FAILED,
     METRIC_RUNNING_TASKS,
     METRIC_SWEEP_ERRORS,
+    METRIC_URLS_STALLED,
 )
 
 if TYPE_CHECKING:
@@ -103,9 +104,12 @@ def run_sweeper(services: CrawlServices) -> dict[str, int]:
     """The scheduled sweep; its counts go to the log and to metrics, with the frontier's
     backlog (read here, once a sweep: not in :func:`sweep_running`, which the in-memory runner
     calls after every round)."""
+    from stepcrawl.crawl.stalls import watch_stalls  # noqa: PLC0415 - the sweeper's only
     from stepcrawl.crawl.sweeper import sweep_running  # noqa: PLC0415 - the sweeper's only
 
     report = sweep_running(services)
+    # Here, once a sweep on its schedule: a stall is a minute's question, not a round's.
+    services.metric(METRIC_URLS_STALLED, watch_stalls(services, report.running))
     services.metric(METRIC_RUNNING_TASKS, report.tasks)
     services.metric(METRIC_HEARTBEATS, report.heartbeats)
     services.metric(METRIC_SWEEP_ERRORS, report.errors)

@@ -17,7 +17,7 @@ next), and heartbeats the waiting tasks, whose task states would otherwise time 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from stepcrawl.crawl.admission import sweep_admissions
@@ -41,12 +41,15 @@ class SweepReport:
     #: Tasks admitted into free slots or started again, and heartbeats sent to waiting ones.
     admitted: int = 0
     heartbeats: int = 0
+    #: The entries of the running crawl tasks swept (the stall watch reads them again).
+    running: list[dict[str, Any]] = field(default_factory=list)
 
 
 def sweep_running(services: CrawlServices) -> SweepReport:
     """Sweep every running crawl task once, then the admissions of every run."""
     report = SweepReport()
-    for entry in _by_priority(services, services.table.query(RUNNING_PK, consistent=True)):
+    report.running = services.table.query(RUNNING_PK, consistent=True)
+    for entry in _by_priority(services, report.running):
         report.tasks += 1
         run, task = str(entry["run"]), str(entry["task"])
         try:

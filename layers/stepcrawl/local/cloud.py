@@ -77,11 +77,17 @@ LOCAL_SCALE_EVERY: Final = 3.0
 
 
 def synthesize(
-    pipelines_dir: Path, *, stage: str = LOCAL_STAGE, alert_secrets: Sequence[str] | None = None
+    pipelines_dir: Path,
+    *,
+    stage: str = LOCAL_STAGE,
+    alert_secrets: Sequence[str] | None = None,
+    settings: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The stack's CloudFormation template, synthesized by the CDK app (``infra``, shipped in
     this distribution; its libraries are the ``cdk`` extra). ``alert_secrets`` replaces the
-    ``alert_webhook_secrets`` context (the notifier's channel secrets, docs/local.md)."""
+    ``alert_webhook_secrets`` context (the notifier's channel secrets, docs/local.md);
+    ``settings`` sets other context keys, as ``-c key=value`` does (docs/deploy.md), e.g. a
+    ``stall_after`` scaled to a local run's clock."""
     quiet_node_deprecation()
     try:
         from aws_cdk.assertions import Template  # noqa: PLC0415 - the cdk extra
@@ -100,6 +106,7 @@ def synthesize(
     }
     if alert_secrets is not None:
         context["alert_webhook_secrets"] = list(alert_secrets)
+    context.update(settings or {})
     _, stack = build_app(context)
     return dict(Template.from_stack(stack).to_json())
 

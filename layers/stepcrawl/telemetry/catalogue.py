@@ -405,6 +405,18 @@ CATALOGUE: Final[tuple[MetricSpec, ...]] = (
         "a task that stays for hours: see its progress with `stepcrawl status`",
     ),
     _spec(
+        names.METRIC_URLS_STALLED,
+        "Count",
+        "Maximum",
+        ("sweeper",),
+        ((),),
+        "URLs of running crawl tasks in flight with nothing queued: no commit for "
+        "stall_after while no crawl queue counts a message and the task's backlog is empty "
+        "(crawl/stalls.py; each such task also alerts), once a sweep",
+        "any: a message was lost between the queues; `stepcrawl status RUN` names the URLs, "
+        "the task ends only at its timeout (docs/resilience.md)",
+    ),
+    _spec(
         names.METRIC_HEARTBEATS,
         "Count",
         "Sum",
