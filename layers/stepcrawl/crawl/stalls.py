@@ -97,7 +97,10 @@ def watch_stalls(services: CrawlServices, running: Iterable[Mapping[str, Any]]) 
         if began is not None and float(began) == stall.since:
             continue  # alerted already
         _publish(services, stall_alert(record, run, task, now, "FIRING", "", stall))
-        services.table.update(task_key(run, task), set={STALLED_SINCE: stall.since})
+        running = Cond("status", "eq", TaskState.RUNNING)  # never a record of its own
+        services.table.update(
+            task_key(run, task), set={STALLED_SINCE: stall.since}, condition=running
+        )
     return stalled
 
 
