@@ -97,9 +97,10 @@ def watch_stalls(services: CrawlServices, running: Iterable[Mapping[str, Any]]) 
         if began is not None and float(began) == stall.since:
             continue  # alerted already
         _publish(services, stall_alert(record, run, task, now, "FIRING", "", stall))
-        running = Cond("status", "eq", TaskState.RUNNING)  # never a record of its own
+        # On the running task's record only: an update never creates a record of its own.
+        alive = Cond("status", "eq", TaskState.RUNNING)
         services.table.update(
-            task_key(run, task), set={STALLED_SINCE: stall.since}, condition=running
+            task_key(run, task), set={STALLED_SINCE: stall.since}, condition=alive
         )
     return stalled
 
