@@ -89,7 +89,7 @@ from stepcrawl.emulator.moto_fastpath import fastpath_patches, table_patches
 from stepcrawl.emulator.moto_iam import iam_patches
 from stepcrawl.emulator.moto_quotas import quota_patches
 from stepcrawl.emulator.moto_sns import sns_patches
-from stepcrawl.emulator.moto_sqs import sqs_clock_patches, sqs_patches
+from stepcrawl.emulator.moto_sqs import sqs_clock_patches, sqs_depth_patches, sqs_patches
 
 __all__ = ["apply_moto_patches"]
 
@@ -410,6 +410,7 @@ def apply_moto_patches() -> None:
         ),
         *fastpath_patches(),
         *sqs_patches(),
+        *sqs_depth_patches(),
         *cloudwatch_patches(),
         *quota_patches(),
         *iam_patches(),

@@ -20,6 +20,14 @@ them the other way round.
 And SQS reads the clock through ``datetime`` twice per message per scan; a receive at depth
 256 spent most of its time there. :func:`sqs_clock_patches` reads the same clock with
 ``time.time()``.
+
+A receive also checked each message it returned against the queue's retention period by
+asking for the queue's attributes, which moto computes in full three times per name asked
+(three scans of the whole queue each, for the message counts): a receive of ten at depth
+1,000 took over a second, and held the queue's lock all along, so sends and deletes waited.
+:func:`sqs_depth_patches` reads the retention period itself, computes the attributes once
+per ``GetQueueAttributes``, scans a queue with one clock reading, and matches receipt
+handles without building a list per message. Every answer stays moto's own.
 """
 
 from __future__ import annotations
@@ -33,7 +41,7 @@ from moto.core import utils as moto_utils
 from moto.sqs import models as sqs_models
 from moto.sqs.models import Queue, SQSBackend
 
-__all__ = ["sqs_clock_patches", "sqs_patches"]
+__all__ = ["sqs_clock_patches", "sqs_depth_patches", "sqs_patches"]
 
 
 def _locked_queue_method(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -83,4 +91,76 @@ def sqs_clock_patches() -> list[tuple[object, str, Any]]:
     return [
         (sqs_models, "unix_time", _fast_clock(moto_utils.unix_time, 1.0)),
         (sqs_models, "unix_time_millis", _fast_clock(moto_utils.unix_time_millis, 1000.0)),
+    ]
+
+
+def _clock(name: str) -> float:
+    """SQS's clock as moto's models read it (``unix_time`` or ``unix_time_millis``), at call
+    time: :func:`sqs_clock_patches` replaces them."""
+    read: Callable[[], float] = getattr(sqs_models, name)
+    return read()
+
+
+def _retention_check(self: SQSBackend, queue_name: str, message: Any) -> bool:
+    """Whether ``message`` is still within its queue's retention period (moto's test)."""
+    retention = int(getattr(self.get_queue(queue_name), "message_retention_period"))  # noqa: B009
+    return bool(retention + message.sent_timestamp / 1000 > _clock("unix_time"))
+
+
+def _queue_attributes(
+    original: Callable[..., dict[str, Any]],
+) -> Callable[..., dict[str, Any]]:
+    """moto's ``GetQueueAttributes`` with the queue's attributes computed once, not three
+    times per name asked."""
+
+    @wraps(original)
+    def get_queue_attributes(
+        self: SQSBackend, queue_name: str, attribute_names: list[str]
+    ) -> dict[str, Any]:
+        if not attribute_names or "All" in attribute_names:
+            return original(self, queue_name, attribute_names)
+        queue = self.get_queue(queue_name)
+        valid = {*queue.BASE_ATTRIBUTES, *queue.FIFO_ATTRIBUTES, *queue.KMS_ATTRIBUTES}
+        if any(name not in valid for name in attribute_names):
+            return original(self, queue_name, attribute_names)  # moto's own error
+        attributes = queue.attributes
+        return {
+            name: attributes[name] for name in attribute_names if attributes.get(name) is not None
+        }
+
+    return get_queue_attributes
+
+
+def _visible_messages(self: Queue) -> list[Any]:
+    """The messages a receive may take: visible and past their delay (one clock reading)."""
+    now = _clock("unix_time_millis")
+    return [m for m in self._messages if now > m.visible_at and now >= m.delayed_until]
+
+
+def _delayed_count(self: Queue) -> int:
+    now = _clock("unix_time_millis")
+    return sum(1 for m in self._messages if now < m.delayed_until)
+
+
+def _not_visible_count(self: Queue) -> int:
+    now = _clock("unix_time_millis")
+    return sum(1 for m in self._messages if now <= m.visible_at)
+
+
+def _had_receipt_handle(self: Any, receipt_handle: str) -> bool:
+    """Whether this message ever had ``receipt_handle`` (without building a list)."""
+    return bool(
+        receipt_handle == self.receipt_handle or receipt_handle in self._old_receipt_handles
+    )
+
+
+def sqs_depth_patches() -> list[tuple[object, str, Any]]:
+    """The patches (owner, attribute, value) that keep SQS calls from rescanning a queue."""
+    return [
+        (SQSBackend, "is_message_valid_based_on_retention_period", _retention_check),
+        (SQSBackend, "get_queue_attributes", _queue_attributes(SQSBackend.get_queue_attributes)),
+        (Queue, "messages", property(_visible_messages)),
+        (Queue, "approximate_number_of_messages_delayed", property(_delayed_count)),
+        (Queue, "approximate_number_of_messages_not_visible", property(_not_visible_count)),
+        (sqs_models.Message, "had_receipt_handle", _had_receipt_handle),
     ]
