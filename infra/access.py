@@ -16,7 +16,8 @@
 plus, for dispatch, parse and sweeper (they finish crawl tasks), ``sns:Publish`` on the alert
 topic (:mod:`infra.alerting`: data-quality alerts); for the scaler,
 ``sqs:GetQueueAttributes`` on the fetch and parse queues (the sweeper's stall watch reads
-the parse queue's too),
+every crawl queue's depth: the parse queue's by its own grant, fetch's and render's through
+``grant_send_messages``),
 ``lambda:GetEventSourceMapping``/``UpdateEventSourceMapping`` on those two mappings only, and
 ``cloudwatch:GetMetricStatistics`` (which takes no resource: cdk-nag's finding is acknowledged
 in :mod:`infra.nag`); and, for dispatch, write access to the DynamoDB tables that deployed

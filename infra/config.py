@@ -104,7 +104,7 @@ def _secrets(raw: Any) -> tuple[str, ...]:
 def _engine(values: dict[str, Any]) -> CrawlConfig:
     for key, raw in values.items():
         if isinstance(raw, bool):
-            raise ContextError(f"context {key}: expected an integer, got {raw!r}")
+            raise ContextError(f"context {key}: expected a number, got {raw!r}")
     try:
         return CrawlConfig.model_validate(values)
     except ValidationError as invalid:

@@ -64,6 +64,7 @@ __all__ = [
     "RUNNING_PK",
     "RUN_LOCK_SK",
     "SLOTS_SK",
+    "STALLED_PK",
     "TASK_PREFIX",
     "admission_key",
     "admission_pk",
@@ -86,6 +87,7 @@ __all__ = [
     "scaler_key",
     "shard_key",
     "slots_key",
+    "stalled_key",
     "task_index_key",
     "task_key",
     "url_hash",
@@ -93,6 +95,8 @@ __all__ = [
 
 #: Partition listing the crawl tasks that are running (what the periodic sweep walks).
 RUNNING_PK: Final = "RUNNING"
+#: The crawl tasks the sweep found stalled (crawl/stalls.py): ``run#task`` as on RUNNING.
+STALLED_PK: Final = "STALLED"
 #: Sort-key prefix of a run's task index (``query(run_pk(run), sk_prefix=TASK_PREFIX)``), and
 #: partition-key prefix of the task records.
 TASK_PREFIX: Final = "TASK#"
@@ -165,6 +169,10 @@ def failure_key(run: str, task: str, url: str) -> Key:
 
 def running_key(run: str, task: str) -> Key:
     return (RUNNING_PK, f"{run}#{task}")
+
+
+def stalled_key(run: str, task: str) -> Key:
+    return (STALLED_PK, f"{run}#{task}")
 
 
 def breaker_key(host: str) -> Key:

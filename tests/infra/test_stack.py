@@ -629,8 +629,11 @@ def test_sweeper_feeds_and_answers_tokens_only(default) -> None:
         f"<{parse}.Arn>",
         *render,
     }
-    # The parse queue only to read its depth: the stall watch (crawl/stalls.py).
+    # The parse queue only to read its depth: the stall watch (crawl/stalls.py) reads every
+    # crawl queue's (fetch's and render's through their send grants).
     assert {a for a, r in pairs if r == f"<{parse}.Arn>"} == {"sqs:GetQueueAttributes"}
+    for queue in (f"<{fetch}.Arn>", *render):
+        assert ("sqs:GetQueueAttributes", queue) in pairs
     # S3: the task logs' spilled payloads (its cost guard's drain appends to a log), and the
     # items and profiles of the crawl tasks it finishes (their data profile).
     bucket = default.logical_id(stack.storage.bucket)

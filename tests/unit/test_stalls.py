@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -14,12 +15,12 @@ from stepcrawl.crawl.commit import BundleCommit, PageCommit, commit_bundles
 from stepcrawl.crawl.context import CrawlConfig, CrawlServices, StaticRegistry
 from stepcrawl.crawl.frontier import chunk_item
 from stepcrawl.crawl.messages import UrlRef
-from stepcrawl.crawl.stalls import STALLED_SINCE, watch_stalls
+from stepcrawl.crawl.stalls import watch_stalls
 from stepcrawl.crawl.stopping import cancel_task
 from stepcrawl.crawl.tokens import MemoryTokens
-from stepcrawl.errors import ConfigError
+from stepcrawl.errors import ConfigError, RetryableError
 from stepcrawl.storage import MemoryBlobStore, MemoryQueue, MemoryTable, MemoryTopic, OutMessage
-from stepcrawl.table_keys import RUNNING_PK, backlog_pk, task_key
+from stepcrawl.table_keys import RUNNING_PK, STALLED_PK, backlog_pk
 
 RUN, TASK, PIPELINE = "r1", "crawl", "shop"
 HOME = "https://shop.example/"
@@ -54,49 +55,59 @@ def _started(clock: FakeClock) -> tuple[CrawlServices, MemoryTopic]:
 
 
 def _alerted(clock: FakeClock) -> tuple[CrawlServices, MemoryTopic]:
-    """:func:`_started`, then past ``stall_after`` and swept: its stall alerted."""
+    """:func:`_started`, then past ``stall_after`` and swept twice (a minute apart): its
+    stall seen, then alerted."""
     services, topic = _started(clock)
     clock.advance(AFTER + 1)
+    assert _watch(services) == 0  # the first sighting
+    assert topic.messages == []
+    clock.advance(60)
     assert _watch(services) == 1
     return services, topic
 
 
 def _watch(services: CrawlServices) -> int:
-    return watch_stalls(services, services.table.query(RUNNING_PK))
+    watch = watch_stalls(services, services.table.query(RUNNING_PK))
+    assert watch.errors == 0
+    return watch.urls
 
 
 def _alerts(topic: MemoryTopic) -> list[tuple[str, str]]:
     return [(m["state"], m.get("outcome", "")) for m, _ in topic.messages]
 
 
-def _record(services: CrawlServices) -> dict[str, Any]:
-    record = services.table.get(task_key(RUN, TASK))
-    assert record is not None
-    return record
+def _keys(topic: MemoryTopic) -> list[str]:
+    changes = [parse_message(m) for m, _ in topic.messages]
+    return [change_key(c) for c in changes if not isinstance(c, str)]
 
 
-def _commit_home(services: CrawlServices) -> None:
-    page = PageCommit(UrlRef(url=HOME), True, 200, "ok", items=0)
+def _commit_home(services: CrawlServices, *links: str) -> None:
+    children = [UrlRef(url=link, depth=1) for link in links]
+    page = PageCommit(UrlRef(url=HOME), True, 200, "ok", children=children)
     commit_bundles(services, RUN, TASK, [BundleCommit("b1", [page])], pipeline=PIPELINE)
 
 
-def test_a_task_with_urls_lost_in_flight_fires_once_after_stall_after(clock: FakeClock) -> None:
+def test_a_task_with_urls_lost_in_flight_fires_after_stall_after_and_a_second_sighting(
+    clock: FakeClock,
+) -> None:
     services, topic = _started(clock)
     clock.advance(AFTER - 1)
     assert _watch(services) == 0
-    assert topic.messages == []
     clock.advance(2)
+    assert _watch(services) == 0  # seen once: SQS's counts are approximate
+    assert topic.messages == []
+    clock.advance(60)
     assert _watch(services) == 1
     (message, subject), *_ = topic.messages
     assert subject == f"[FIRING] {PIPELINE}: crawl task {TASK} stalled"
     assert message["urls"] == 1
-    assert message["idle_seconds"] == pytest.approx(AFTER + 1)
+    assert message["idle_seconds"] == pytest.approx(AFTER + 61)
     assert message["command"] == f"stepcrawl status {RUN}"
-    assert _record(services)[STALLED_SINCE] == message["since"]
-    # Still stalled a sweep later: counted, not alerted again.
+    # Still stalled a sweep later: published again, the same change (the notifier posts once).
     clock.advance(60)
     assert _watch(services) == 1
-    assert _alerts(topic) == [("FIRING", "")]
+    assert _alerts(topic) == [("FIRING", ""), ("FIRING", "")]
+    assert len(set(_keys(topic))) == 1
 
 
 @pytest.mark.parametrize("where", ["fetch queue", "parse queue (delayed)", "backlog"])
@@ -108,10 +119,22 @@ def test_a_task_whose_urls_wait_somewhere_is_not_stalled(clock: FakeClock, where
         services.parse_queue.send_batch([OutMessage("{}", delay_seconds=900)])
     else:
         services.table.put(chunk_item(backlog_pk(RUN, TASK, 2), "001#x#000", [{"u": HOME}]))
-    clock.advance(AFTER + 600)
+    for _ in range(3):
+        clock.advance(AFTER)
+        assert _watch(services) == 0
+    assert topic.messages == []
+    assert services.table.query(STALLED_PK) == []
+
+
+def test_a_task_that_moves_between_two_sightings_is_not_alerted(clock: FakeClock) -> None:
+    services, topic = _started(clock)
+    clock.advance(AFTER + 1)
+    assert _watch(services) == 0
+    _commit_home(services, HOME + "a")  # it moved: the next link is lost too, later
+    clock.advance(60)
     assert _watch(services) == 0
     assert topic.messages == []
-    assert STALLED_SINCE not in _record(services)
+    assert services.table.query(STALLED_PK) == []
 
 
 def test_a_stalled_task_that_moves_again_resolves_and_a_new_stall_fires_again(
@@ -121,60 +144,79 @@ def test_a_stalled_task_that_moves_again_resolves_and_a_new_stall_fires_again(
     clock.advance(5)
     # The lost message came back (say, a visibility timeout): the page is recorded and admits
     # a link, which is then lost too.
-    page = PageCommit(UrlRef(url=HOME), True, 200, "ok", children=[UrlRef(url=HOME + "a", depth=1)])
-    commit_bundles(services, RUN, TASK, [BundleCommit("b1", [page])], pipeline=PIPELINE)
+    _commit_home(services, HOME + "a")
     assert _watch(services) == 0
     assert _alerts(topic) == [("FIRING", ""), ("RESOLVED", "moved again")]
-    assert STALLED_SINCE not in _record(services)
+    assert topic.messages[-1][1] == f"[RESOLVED] {PIPELINE}: crawl task {TASK} no longer stalled"
+    assert topic.messages[-1][0]["idle_seconds"] == pytest.approx(AFTER + 66)
     clock.advance(AFTER + 1)
+    assert _watch(services) == 0
+    clock.advance(60)
     assert _watch(services) == 1
     assert _alerts(topic)[-1] == ("FIRING", "")
     first, second = (m for m, _ in topic.messages if m["state"] == "FIRING")
     assert second["since"] > first["since"]
-    changes = [parse_message(m) for m, _ in topic.messages]
-    assert all(isinstance(c, StallChange) for c in changes)
-    assert len({change_key(c) for c in changes if not isinstance(c, str)}) == 3
+    assert all(isinstance(parse_message(m), StallChange) for m, _ in topic.messages)
+    assert len(set(_keys(topic))) == 3
 
 
 def test_a_stalled_task_that_ends_resolves_with_how_it_ended(clock: FakeClock) -> None:
     services, topic = _alerted(clock)
     _commit_home(services)
     assert maybe_finish(services, RUN, TASK, max_error_ratio=1.0)
+    assert services.table.query(RUNNING_PK) == []  # no longer running: still watched
+    assert _watch(services) == 0
     assert _alerts(topic) == [("FIRING", ""), ("RESOLVED", "succeeded")]
+    assert services.table.query(STALLED_PK) == []
 
 
-def test_a_finish_that_died_before_ending_the_task_resolves_again_as_the_same_change(
+def test_a_stalled_task_cancelled_by_a_client_resolves(clock: FakeClock) -> None:
+    services, topic = _alerted(clock)
+    # `stepcrawl cancel` and the console cancel from outside: they have no alert topic.
+    client = replace(services, alerts=None)
+    assert cancel_task(client, RUN, TASK, "run stopped")
+    assert _watch(services) == 0
+    assert _alerts(topic) == [("FIRING", ""), ("RESOLVED", "cancelled")]
+
+
+def test_a_sweep_that_died_before_publishing_is_made_up_for_by_the_next(
     clock: FakeClock,
 ) -> None:
-    services, topic = _alerted(clock)
-    _commit_home(services)
+    services, topic = _started(clock)
+    clock.advance(AFTER + 1)
+    _watch(services)
+    clock.advance(60)
+    publish = topic.publish
+
+    def dies(message: Any, *, subject: str | None = None) -> None:
+        raise RuntimeError("the sweeper's container died")
+
+    topic.publish = dies  # type: ignore[method-assign]
+    with pytest.raises(RuntimeError):
+        _watch(services)
+    topic.publish = publish  # type: ignore[method-assign]
+    clock.advance(60)
+    assert _watch(services) == 1
+    assert _alerts(topic) == [("FIRING", "")]
+
+
+def test_one_task_that_cannot_be_read_does_not_stop_the_watch_of_the_others(
+    clock: FakeClock,
+) -> None:
+    services, _ = _alerted(clock)
+    broken = {"run": "r0", "task": "gone", "sk": "r0#gone"}
     table = services.table
     assert isinstance(table, MemoryTable)
-    ending = table.update
+    get = table.get
 
-    def dies_ending(key: Any, **kwargs: Any) -> Any:
-        if (kwargs.get("set") or {}).get("status") == "succeeded":
-            raise RuntimeError("the finisher's container died")
-        return ending(key, **kwargs)
+    def fails_for_one(key: Any, **kwargs: Any) -> Any:
+        if key[0].endswith("#gone"):
+            raise RetryableError("throttled")
+        return get(key, **kwargs)
 
-    table.update = dies_ending  # type: ignore[method-assign]
-    with pytest.raises(RuntimeError):
-        maybe_finish(services, RUN, TASK, max_error_ratio=1.0)
-    table.update = ending  # type: ignore[method-assign]
-    assert maybe_finish(services, RUN, TASK, max_error_ratio=1.0)  # the next caller
-    firing, first, second = (parse_message(m) for m, _ in topic.messages)
-    assert isinstance(first, StallChange)
-    assert isinstance(second, StallChange)
-    assert (first.state_text, second.state_text) == ("RESOLVED", "RESOLVED")
-    assert change_key(first) == change_key(second)  # posted once
-    assert not isinstance(firing, str)
-    assert change_key(firing) != change_key(first)
-
-
-def test_a_stalled_task_that_is_cancelled_resolves(clock: FakeClock) -> None:
-    services, topic = _alerted(clock)
-    assert cancel_task(services, RUN, TASK, "run stopped")
-    assert _alerts(topic) == [("FIRING", ""), ("RESOLVED", "cancelled")]
+    table.get = fails_for_one  # type: ignore[method-assign]
+    watch = watch_stalls(services, [broken, *services.table.query(RUNNING_PK)])
+    assert (watch.urls, watch.errors) == (1, 1)
 
 
 def test_a_task_that_never_stalled_ends_without_stall_alerts(clock: FakeClock) -> None:
@@ -183,13 +225,12 @@ def test_a_task_that_never_stalled_ends_without_stall_alerts(clock: FakeClock) -
     clock.advance(AFTER * 10)
     assert _watch(services) == 0
     assert maybe_finish(services, RUN, TASK, max_error_ratio=1.0)
+    assert _watch(services) == 0
     assert topic.messages == []
 
 
 def test_the_stall_alert_says_what_is_stuck_where_and_what_to_run(clock: FakeClock) -> None:
-    services, topic = _started(clock)
-    clock.advance(AFTER + 20)
-    _watch(services)
+    _, topic = _alerted(clock)
     change = parse_message(topic.messages[0][0])
     assert isinstance(change, StallChange)
     message = build_message(change)
@@ -198,7 +239,7 @@ def test_the_stall_alert_says_what_is_stuck_where_and_what_to_run(clock: FakeClo
     )
     assert message.run == RUN
     assert message.current == "1"
-    assert "no commit for 200 s" in message.reason
+    assert f"no commit for {AFTER + 61:.0f} s" in message.reason
     assert f"stepcrawl status {RUN}" in message.reason
     assert message.link_label == "Open the task's record"
 

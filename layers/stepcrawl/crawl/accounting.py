@@ -21,7 +21,6 @@ from stepcrawl.crawl.commit import PageCommit
 from stepcrawl.crawl.context import CrawlServices
 from stepcrawl.crawl.frontier import clear_backlog
 from stepcrawl.crawl.quality_check import judge_task
-from stepcrawl.crawl.stalls import end_stall
 from stepcrawl.crawl.states import TaskState
 from stepcrawl.crawl.stopping import RUN_STOPPED_CAUSE, cancel_task
 from stepcrawl.crawl.tasklog import Delta, fingerprint
@@ -231,9 +230,6 @@ def maybe_finish(
         final = TaskState.SUCCEEDED
     # The task's data profile rides on the write that ends it (quality/history.py).
     ended = {"status": final, **(judgement.record_fields() if judgement is not None else {})}
-    # Before the write that ends it: a finisher that dies in between is followed by one that
-    # publishes the same change again (the notifier posts it once).
-    end_stall(services, record, run, task, final)
     services.table.update(key, set=ended, condition=Cond("status", "eq", TaskState.FINISHING))
     services.table.delete(running_key(run, task))
     if release(services, run, task):

@@ -103,22 +103,23 @@ def parse_records(services: CrawlServices, records: Sequence[SqsRecord]) -> dict
 def run_sweeper(services: CrawlServices) -> dict[str, int]:
     """The scheduled sweep; its counts go to the log and to metrics, with the frontier's
     backlog (read here, once a sweep: not in :func:`sweep_running`, which the in-memory runner
-    calls after every round)."""
+    calls after every round) and the stalled tasks' URLs (a minute's question, not a round's)."""
     from stepcrawl.crawl.stalls import watch_stalls  # noqa: PLC0415 - the sweeper's only
     from stepcrawl.crawl.sweeper import sweep_running  # noqa: PLC0415 - the sweeper's only
 
     report = sweep_running(services)
-    # Here, once a sweep on its schedule: a stall is a minute's question, not a round's.
-    services.metric(METRIC_URLS_STALLED, watch_stalls(services, report.running))
     services.metric(METRIC_RUNNING_TASKS, report.tasks)
     services.metric(METRIC_HEARTBEATS, report.heartbeats)
-    services.metric(METRIC_SWEEP_ERRORS, report.errors)
     services.metric(METRIC_FRONTIER_BACKLOG, frontier_backlog(services.table))
+    stalls = watch_stalls(services, report.running)
+    services.metric(METRIC_URLS_STALLED, stalls.urls)
+    services.metric(METRIC_SWEEP_ERRORS, report.errors + stalls.errors)
     return {
         "tasks": report.tasks,
         "sent": report.sent,
         "finished": report.finished,
-        "errors": report.errors,
+        "errors": report.errors + stalls.errors,
+        "stalled_urls": stalls.urls,
     }
 
 

@@ -30,7 +30,6 @@ from typing import Final
 from stepcrawl.crawl.admission import read_queue, release, retire
 from stepcrawl.crawl.context import CrawlServices
 from stepcrawl.crawl.frontier import clear_backlog
-from stepcrawl.crawl.stalls import end_stall
 from stepcrawl.crawl.states import AdmissionState, TaskState
 from stepcrawl.crawl.task_records import run_tasks
 from stepcrawl.storage import AnyOf, Cond
@@ -69,7 +68,6 @@ def cancel_task(services: CrawlServices, run: str, task: str, cause: str) -> boo
     release(services, run, task)
     if won is not None:
         logger.warning("task %s of run %s cancelled: %s", task, run, cause)
-        end_stall(services, won, run, task, TaskState.CANCELLED)
     return won is not None
 
 
