@@ -8,17 +8,22 @@ many newly admitted links per entry, the steady state of a crawl whose frontier 
 as it is fetched), written in the real item format to the in-memory table. For each size:
 
 - **cold reads**: a container that never served the task makes the read of its first commit
-  (``TaskLog.refresh``): table read requests and read units;
+  (``TaskLog.refresh``): the checkpoint the commits wrote every
+  ``CrawlConfig.log_checkpoint_entries`` entries (``crawl/checkpoints.py``: a pointer, a
+  head, the parts) and the log after it (query pages of 1 MB), as requests and read units,
+  in the worst case: the last checkpoint an interval less one entry before the end;
 - **state**: the bytes that container then holds for the task (``tracemalloc``).
 
 A commit's units per key do not depend on the task's size (one entry of its own size on the
 next stripe, one update of the record); ``bench/hot_keys.py`` measures them per second.
 
-Sizes past ``--measure-up-to`` are extrapolated from the slope of the measured ones (a
-straight line through the last two), and said so. Targets (issue 24): at most 64 MiB of state
-and 100 reads before the first commit, at 100 million URLs.
+Sizes past ``--measure-up-to`` are extrapolated, and said so: the state from the slope of the
+measured ones (a straight line through the last two), the reads as the last measured plus
+the checkpoint parts the larger state adds (the tail is bounded by the interval). Targets
+(issue 24): at most 64 MiB of state and 100 reads before the first commit, at 100 million
+URLs.
 
-    .venv/bin/python bench/long_task.py [--sizes 10000,100000,1000000,10000000,100000000]
+    .venv/bin/python bench/long_task.py [--sizes 10000,100000,1000000,2000000,100000000]
 """
 
 from __future__ import annotations
@@ -31,23 +36,39 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from stepcrawl.crawl.checkpoints import PART_BYTES, write_checkpoint
+from stepcrawl.crawl.context import CrawlConfig
 from stepcrawl.crawl.tasklog import Delta, PageLine, TaskLog
 from stepcrawl.storage import MemoryBlobStore, MemoryTable, Meter
+from stepcrawl.storage.meter import item_size
 from stepcrawl.storage.table import Key
 from stepcrawl.table_keys import log_key
 
-__all__ = ["Measured", "ReadCounter", "main", "measure", "synthetic_log"]
+__all__ = [
+    "BlobReadCounter",
+    "Measured",
+    "ReadCounter",
+    "extrapolate",
+    "main",
+    "measure",
+    "parts",
+    "synthetic_log",
+]
 
 RUN: Final = "long-run"
 TASK: Final = "crawl"
 MiB: Final = 1024 * 1024
 STATE_TARGET: Final = 64 * MiB
 READS_TARGET: Final = 100
+#: The engine's checkpoint interval (``CrawlConfig.log_checkpoint_entries``).
+CHECKPOINT_EVERY: Final = CrawlConfig().log_checkpoint_entries
+QUERY_PAGE: Final = 1024 * 1024  # DynamoDB returns a query's items by the MB
 _LINE: Final = PageLine("done", 200, "", 1, 18_000, 420.0, 12.0)
 
 
 class ReadCounter(MemoryTable):
-    """The memory table (its semantics and billing), counting read requests."""
+    """The memory table (its semantics and billing), counting read requests as DynamoDB
+    serves them: a batch read per 100 keys, a query page per MB it returns."""
 
     def __init__(self, meter: Meter) -> None:
         super().__init__(meter)
@@ -62,8 +83,21 @@ class ReadCounter(MemoryTable):
         return super().batch_get(keys, consistent=consistent)
 
     def query(self, pk: str, **kwargs: Any) -> list[dict[str, Any]]:
+        found = super().query(pk, **kwargs)
+        self.reads += max(1, -(-sum(item_size(i) for i in found) // QUERY_PAGE))
+        return found
+
+
+class BlobReadCounter(MemoryBlobStore):
+    """The memory blob store, counting GETs (a checkpoint's head and parts)."""
+
+    def __init__(self, meter: Meter) -> None:
+        super().__init__(meter)
+        self.reads = 0
+
+    def get(self, key: str) -> bytes:
         self.reads += 1
-        return super().query(pk, **kwargs)
+        return super().get(key)
 
 
 def synthetic_log(urls: int, pages: int, seed: int = 1) -> Iterator[Delta]:
@@ -98,62 +132,89 @@ class Measured:
     cold_read_units: float
     state_bytes: int
     seconds: float
+    tail: int = 0  # entries after the last checkpoint
     extrapolated: bool = False
 
     def row(self) -> str:
         mark = " (extrapolated)" if self.extrapolated else ""
         return (
             f"{self.urls:>13,} {self.entries:>11,} {self.cold_requests:>13,} "
-            f"{self.cold_read_units:>13,.0f} {self.state_bytes / MiB:>14,.1f}{mark}"
+            f"{self.cold_read_units:>13,.0f} {self.state_bytes / MiB:>14,.1f} "
+            f"{self.tail:>11,}{mark}"
         )
 
 
-def measure(urls: int, pages: int) -> Measured:
-    """Write the synthetic log of ``urls`` URLs, then refresh a cold container's view of it."""
+def measure(urls: int, pages: int, every: int = CHECKPOINT_EVERY) -> Measured:
+    """Write the synthetic log of ``urls`` URLs, with a checkpoint of the view every
+    ``every`` entries as commits write them, then refresh a cold container's view of it.
+    The worst case is measured: the last checkpoint ``every - 1`` entries before the end
+    (the engine's round sequences, shifted; the tail can be twice that only if the commit
+    of a round sequence died before its checkpoint)."""
     started = time.perf_counter()
+    total = 1 + -(-(urls - pages) // pages)  # entries: the seeds', then ``pages`` URLs each
+    shift = (every - 1 - total) % every
+    last = 0
     meter = Meter()
-    table = ReadCounter(meter)
+    table, blobs = ReadCounter(meter), BlobReadCounter(meter)
+    writer = TaskLog(RUN, TASK)  # the view of the commits that write the checkpoints
     entries = 0
     for seq, delta in enumerate(synthetic_log(urls, pages), start=1):
         table.items[log_key(RUN, TASK, seq)] = delta.item(RUN, TASK, seq, 0.0)
+        writer.apply(delta)
+        if (seq + shift) % every == 0:
+            write_checkpoint(table, blobs, RUN, TASK, writer.view_state())
+            last = seq
         entries = seq
+    del writer
     before = meter.snapshot().ddb_read_units
+    table.reads = blobs.reads = 0
     tracemalloc.start()
-    log = TaskLog(RUN, TASK).refresh(table, MemoryBlobStore(meter))
+    log = TaskLog(RUN, TASK).refresh(table, blobs)
     state, _ = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     assert log.seq == entries
     return Measured(
         urls=urls,
         entries=entries,
-        cold_requests=table.reads,
+        cold_requests=table.reads + blobs.reads,
         cold_read_units=meter.snapshot().ddb_read_units - before,
         state_bytes=state,
         seconds=time.perf_counter() - started,
+        tail=entries - last,
     )
 
 
 def extrapolate(a: Measured, b: Measured, urls: int) -> Measured:
-    """The straight line through two measured sizes, at ``urls``."""
+    """``urls`` by the straight line through two measured sizes for the state, and for the
+    reads, ``b``'s plus the checkpoint parts a view that size adds (the tail after the last
+    checkpoint is bounded by the interval, whatever the size)."""
 
     def at(x: float, y: float) -> float:
         return x + (y - x) * (urls - a.urls) / (b.urls - a.urls)
 
+    state = round(at(a.state_bytes, b.state_bytes))
     return Measured(
         urls=urls,
         entries=round(at(a.entries, b.entries)),
-        cold_requests=round(at(a.cold_requests, b.cold_requests)),
-        cold_read_units=at(a.cold_read_units, b.cold_read_units),
-        state_bytes=round(at(a.state_bytes, b.state_bytes)),
+        cold_requests=b.cold_requests + parts(state) - parts(b.state_bytes),
+        cold_read_units=b.cold_read_units,
+        state_bytes=state,
         seconds=0.0,
+        tail=b.tail,
         extrapolated=True,
     )
 
 
+def parts(state_bytes: int) -> int:
+    """Checkpoint parts of a view of that many bytes: one per :data:`PART_BYTES` of each of
+    its four arrays (URLs' keys and values, commits' keys and values), counted as one run."""
+    return 4 + state_bytes // PART_BYTES
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="10000,100000,1000000,10000000,100000000")
-    parser.add_argument("--measure-up-to", type=int, default=1_000_000, help="URLs")
+    parser.add_argument("--sizes", default="10000,100000,1000000,2000000,10000000,100000000")
+    parser.add_argument("--measure-up-to", type=int, default=2_000_000, help="URLs")
     parser.add_argument("--pages", type=int, default=25, help="recorded pages per entry")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -164,7 +225,7 @@ def main() -> None:
     rows += [extrapolate(measured[-2], measured[-1], n) for n in sizes if n > args.measure_up_to]
     print(
         f"{'URLs seen':>13} {'log entries':>11} {'cold requests':>13} "
-        f"{'cold read RU':>13} {'state MiB':>14}"
+        f"{'cold read RU':>13} {'state MiB':>14} {'tail':>11}"
     )
     for row in rows:
         print(row.row())

@@ -3,13 +3,15 @@
 | worker   | table | bucket                                       | send to       | machines      |
 |----------|-------|----------------------------------------------|---------------|---------------|
 | dispatch | rw    | rw+delete ``items/``, ``quarantine/``,       | fetch (feed), | task response |
-|          |       | ``profiles/`` and each S3 load target's      | control       |               |
-|          |       | prefix                                       |               |               |
+|          |       | ``profiles/``, ``log/``, ``views/`` and each | control       |               |
+|          |       | S3 load target's prefix                      |               |               |
 | fetch    | rw    | put ``bodies/``                              | fetch, parse  | -             |
-| parse    | rw    | get ``bodies/``; get+put+delete ``items/``;  | fetch, control| task response |
-|          |       | put ``archive/`` (``archive: warc``),        |               |               |
+| parse    | rw    | get ``bodies/``; get+put+delete ``items/``,  | fetch, control| task response |
+|          |       | ``views/``; get+put ``log/``; put            |               |               |
+|          |       | ``archive/`` (``archive: warc``),            |               |               |
 |          |       | ``profiles/``                                |               |               |
-| sweeper  | rw    | get ``items/``, put ``profiles/``            | fetch, control| task response |
+| sweeper  | rw    | get ``items/``, put ``profiles/``, get+put   | fetch, control| task response |
+|          |       | ``log/``, get+put+delete ``views/``          |               |               |
 | scaler   | rw    | -                                            | -             | -             |
 | notify   | get, put, delete | -                                 | -             | -             |
 
@@ -54,6 +56,7 @@ from infra.queues import WorkQueues
 from infra.storage import Storage
 from stepcrawl.alerts.secrets import SSM_PREFIX
 from stepcrawl.archive.warc import archive_key
+from stepcrawl.crawl.checkpoints import checkpoint_prefix
 from stepcrawl.crawl.paths import body_key, items_part_key, quarantine_prefix
 from stepcrawl.crawl.tasklog import spill_key
 from stepcrawl.names import ENV_PROXY_SECRETS
@@ -67,6 +70,7 @@ __all__ = [
     "LOG_SPILLS",
     "PROFILES",
     "QUARANTINE",
+    "VIEWS",
     "WorkerAccess",
     "load_prefix_pattern",
     "proxy_secrets",
@@ -84,6 +88,9 @@ QUARANTINE = _top(quarantine_prefix("pipeline", "run", "task"))
 #: Payloads of task log entries too big for a table item (crawl/tasklog.py): written and read
 #: by whoever appends to or reads a task's log.
 LOG_SPILLS = _top(spill_key("run", "task", "name"))
+#: Checkpoints of task logs' views (crawl/checkpoints.py): written, read and deleted by
+#: whoever appends to a task's log (the commit of every round sequence writes one).
+VIEWS = _top(checkpoint_prefix("run", "task", 1) + "head.json")
 ARCHIVES = _top(archive_key("pipeline", "run", "task", "bundle"))  # archive: warc
 #: Data profiles (crawl/quality_check.py): written by whoever finishes a crawl task, which
 #: reads a sample of the task's items parts to build it.
@@ -142,7 +149,7 @@ class WorkerAccess(Construct):
         # dispatch: seeds the frontier, feeds, runs ETL stages, answers task tokens.
         table.grant_read_write_data(dispatch)
         self.dispatch_patterns = sorted(
-            {ITEMS, QUARANTINE, LOG_SPILLS, PROFILES, *self._load_patterns(sources)}
+            {ITEMS, QUARANTINE, LOG_SPILLS, VIEWS, PROFILES, *self._load_patterns(sources)}
         )
         for pattern in self.dispatch_patterns:
             bucket.grant_read_write(dispatch, pattern)  # includes s3:DeleteObject*
@@ -178,6 +185,7 @@ class WorkerAccess(Construct):
         bucket.grant_put(parse, ARCHIVES)  # archive: warc, one file per bundle
         bucket.grant_read(parse, LOG_SPILLS)
         bucket.grant_put(parse, LOG_SPILLS)
+        bucket.grant_read_write(parse, VIEWS)  # includes s3:DeleteObject*
         queues.fetch.queue.grant_send_messages(parse)
         queues.control.queue.grant_send_messages(parse)
         for machine in machines:
@@ -240,6 +248,7 @@ class WorkerAccess(Construct):
         storage.table.grant_read_write_data(sweeper)
         storage.bucket.grant_read(sweeper, LOG_SPILLS)  # the cost guard's drain appends
         storage.bucket.grant_put(sweeper, LOG_SPILLS)
+        storage.bucket.grant_read_write(sweeper, VIEWS)  # the drain's commit may checkpoint
         storage.bucket.grant_read(sweeper, ITEMS)  # finishing a task: its data profile
         storage.bucket.grant_put(sweeper, PROFILES)
         queues.fetch.queue.grant_send_messages(sweeper)

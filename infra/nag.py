@@ -14,7 +14,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from constructs import IConstruct
 
-from infra.access import ARCHIVES, BODIES, ITEMS, LOG_SPILLS, PROFILES
+from infra.access import ARCHIVES, BODIES, ITEMS, LOG_SPILLS, PROFILES, VIEWS
 from infra.console import Console
 from infra.pipelines import OWN_EXECUTION_ACTIONS, integrations, state_machine_name
 from infra.stack import StepcrawlStack
@@ -115,14 +115,14 @@ def acknowledge_reviewed_findings(stack: StepcrawlStack) -> None:
     worker_prefixes = {
         stack.workers.dispatch: stack.access.dispatch_patterns,
         stack.workers.fetch: [BODIES],
-        stack.workers.parse: sorted({ARCHIVES, BODIES, ITEMS, LOG_SPILLS, PROFILES}),
-        stack.workers.sweeper: sorted({ITEMS, LOG_SPILLS, PROFILES}),
+        stack.workers.parse: sorted({ARCHIVES, BODIES, ITEMS, LOG_SPILLS, PROFILES, VIEWS}),
+        stack.workers.sweeper: sorted({ITEMS, LOG_SPILLS, PROFILES, VIEWS}),
     }
     actions = {
         stack.workers.dispatch: ["Abort*", "DeleteObject*", "GetBucket*", "GetObject*", "List*"],
         stack.workers.fetch: ["Abort*"],
         stack.workers.parse: ["Abort*", "DeleteObject*", "GetBucket*", "GetObject*", "List*"],
-        stack.workers.sweeper: ["Abort*", "GetBucket*", "GetObject*", "List*"],
+        stack.workers.sweeper: ["Abort*", "DeleteObject*", "GetBucket*", "GetObject*", "List*"],
     }
     for function, patterns in worker_prefixes.items():
         policy = _policy(function.role)

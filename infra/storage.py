@@ -15,6 +15,7 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from infra.queues import DLQ_RETENTION_DAYS, QUEUE_RETENTION_DAYS
+from stepcrawl.crawl.checkpoints import checkpoint_prefix
 from stepcrawl.crawl.tasklog import LOG_TTL, spill_key
 
 __all__ = ["BODIES_EXPIRE_DAYS", "BODIES_PREFIX", "TTL_ATTRIBUTE", "Storage"]
@@ -29,6 +30,8 @@ BODIES_PREFIX: Final = "bodies/"
 BODIES_EXPIRE_DAYS: Final = DLQ_RETENTION_DAYS + QUEUE_RETENTION_DAYS + 1
 #: Task log payloads too big for a table item (crawl/tasklog.py): kept as long as the entries.
 LOG_SPILLS_PREFIX: Final = spill_key("run", "task", "name").split("/", 1)[0] + "/"
+#: Checkpoints of task logs' views (crawl/checkpoints.py): kept as long as the logs.
+VIEWS_PREFIX: Final = checkpoint_prefix("run", "task", 1).split("/", 1)[0] + "/"
 
 
 class Storage(Construct):
@@ -68,6 +71,11 @@ class Storage(Construct):
                     id="expire-log-spills",
                     prefix=LOG_SPILLS_PREFIX,
                     expiration=Duration.days(LOG_TTL // 86400),  # with the entries naming them
+                ),
+                s3.LifecycleRule(
+                    id="expire-log-checkpoints",
+                    prefix=VIEWS_PREFIX,
+                    expiration=Duration.days(LOG_TTL // 86400),  # with the logs they stand for
                 ),
                 s3.LifecycleRule(
                     id="abort-incomplete-uploads",

@@ -27,6 +27,7 @@ from stepcrawl.names import (
     ENV_FETCH_CONCURRENCY,
     ENV_FETCH_MAPPING,
     ENV_FETCH_QUEUE_URL,
+    ENV_LOG_CHECKPOINT_ENTRIES,
     ENV_PARSE_MAPPING,
     ENV_PARSE_QUEUE_URL,
     ENV_PIPELINES_DIR,
@@ -110,6 +111,7 @@ class _EngineSettings(FunctionEnvironment):
     window: int = Field(alias=ENV_WINDOW)
     fetch_concurrency: int = Field(alias=ENV_FETCH_CONCURRENCY)
     stall_after: float = Field(alias=ENV_STALL_AFTER)
+    log_checkpoint_entries: int = Field(alias=ENV_LOG_CHECKPOINT_ENTRIES)
 
 
 class WorkerEnvironment(_EngineSettings):

@@ -22,6 +22,7 @@ __all__ = [
     "ENV_FETCH_MAPPING",
     "ENV_FETCH_QUEUE_URL",
     "ENV_LOCAL_SECRETS",
+    "ENV_LOG_CHECKPOINT_ENTRIES",
     "ENV_PARSE_MAPPING",
     "ENV_PARSE_QUEUE_URL",
     "ENV_PIPELINES_DIR",
@@ -139,6 +140,7 @@ ENV_SHARDS: Final = "STEPCRAWL_SHARDS"
 ENV_WINDOW: Final = "STEPCRAWL_WINDOW"
 ENV_FETCH_CONCURRENCY: Final = "STEPCRAWL_FETCH_CONCURRENCY"
 ENV_STALL_AFTER: Final = "STEPCRAWL_STALL_AFTER"
+ENV_LOG_CHECKPOINT_ENTRIES: Final = "STEPCRAWL_LOG_CHECKPOINT_ENTRIES"
 #: The scaler's thresholds (:class:`stepcrawl.scaling.ScalerSettings` as JSON).
 ENV_SCALER: Final = "STEPCRAWL_SCALER"
 #: The notifier's channels: names of Secrets Manager secrets (or ``ssm:<parameter>``), never

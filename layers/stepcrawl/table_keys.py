@@ -72,6 +72,7 @@ __all__ = [
     "alert_key",
     "backlog_pk",
     "breaker_key",
+    "checkpoint_key",
     "failure_key",
     "failures_pk",
     "log_key",
@@ -153,6 +154,12 @@ def log_pk(run: str, task: str, stripe: int) -> str:
 
 def log_key(run: str, task: str, seq: int) -> Key:
     return (log_pk(run, task, log_stripe(seq)), f"{seq:010d}")
+
+
+def checkpoint_key(run: str, task: str) -> Key:
+    """The pointer to a task's latest checkpoint (``crawl/checkpoints.py``), on its own
+    partition: written once per checkpoint, read once by each cold container."""
+    return (f"CKPT#{run}#{task}", "C")
 
 
 def backlog_pk(run: str, task: str, shard: int) -> str:

@@ -48,11 +48,12 @@ from stepcrawl.crawl.context import CrawlConfig, CrawlServices, StaticRegistry
 from stepcrawl.crawl.entrypoints import dispatch_record, fetch_records, parse_records
 from stepcrawl.crawl.failures import list_failures, redrive
 from stepcrawl.crawl.items import iter_task_items
+from stepcrawl.crawl.log_reads import url_states
 from stepcrawl.crawl.messages import ControlMessage
 from stepcrawl.crawl.states import UrlState
 from stepcrawl.crawl.stopping import cancel_run
 from stepcrawl.crawl.sweeper import sweep_running
-from stepcrawl.crawl.tasklog import TaskLogs, url_states
+from stepcrawl.crawl.tasklog import TaskLogs
 from stepcrawl.crawl.tokens import MemoryTokens
 from stepcrawl.quality import read_profile
 from stepcrawl.storage import MemoryBlobStore, MemoryQueue, MemoryTable, Meter
@@ -487,7 +488,10 @@ class _Simulation:
     def check_items(self, task: str, counted: int) -> list[str]:
         """The task's items read back equal ``counted``, none twice, each page's from one
         fetch (a product's fetches differ in how many items it holds)."""
-        items = list(iter_task_items(self.table, self.blobs, self.pipeline.name, RUN, task))
+        try:
+            items = list(iter_task_items(self.table, self.blobs, self.pipeline.name, RUN, task))
+        except KeyError as missing:
+            return [f"a log entry names an items part that is not there: {missing}"]
         problems = []
         if len(items) != counted:
             problems.append(f"items read back {len(items)} != counted {counted}")

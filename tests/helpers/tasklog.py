@@ -5,11 +5,29 @@ from __future__ import annotations
 
 from typing import Any
 
-from stepcrawl.crawl.tasklog import Delta, PageLine, fingerprint, url_states
-from stepcrawl.storage import Table
+from stepcrawl.crawl.context import CrawlConfig, CrawlServices, StaticRegistry
+from stepcrawl.crawl.log_reads import url_states
+from stepcrawl.crawl.tasklog import Delta, PageLine, fingerprint
+from stepcrawl.crawl.tokens import MemoryTokens
+from stepcrawl.storage import MemoryBlobStore, MemoryQueue, MemoryTable, Table
 from stepcrawl.table_keys import log_key, task_index_key, task_key
 
-__all__ = ["log_failed_url", "put_task_record", "url_state"]
+__all__ = ["log_failed_url", "memory_services", "put_task_record", "url_state"]
+
+
+def memory_services(
+    table: MemoryTable | None = None, config: CrawlConfig | None = None
+) -> CrawlServices:
+    """The crawl's services on in-memory storage, with no pipeline registered."""
+    return CrawlServices(
+        table=table or MemoryTable(),
+        fetch_queue=MemoryQueue(),
+        parse_queue=MemoryQueue(),
+        blobs=MemoryBlobStore(),
+        tokens=MemoryTokens(),
+        registry=StaticRegistry([]),
+        config=config or CrawlConfig(),
+    )
 
 
 def put_task_record(table: Table, run: str, task: str, fields: dict[str, Any]) -> None:

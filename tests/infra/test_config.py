@@ -90,6 +90,7 @@ def test_command_line_strings_are_parsed(tmp_path: Any) -> None:
         ("fetch_concurrency", True, "expected a number"),
         ("stall_after", 0, "greater than 0"),
         ("stall_after", "soon", "valid number"),
+        ("log_checkpoint_entries", 1, "greater than or equal to 2"),
         ("alert_webhook_secrets", [""], "list of Secrets Manager"),
         ("alert_webhook_secrets", {"a": 1}, "list of Secrets Manager"),
         ("scaler", {"level_low": 0.9}, "level_low must be below level_high"),

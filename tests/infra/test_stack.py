@@ -8,7 +8,15 @@ from typing import Any
 
 import pytest
 from aws_cdk.assertions import Match
-from infra.access import BODIES, ITEMS, LOG_SPILLS, PROFILES, QUARANTINE, load_prefix_pattern
+from infra.access import (
+    BODIES,
+    ITEMS,
+    LOG_SPILLS,
+    PROFILES,
+    QUARANTINE,
+    VIEWS,
+    load_prefix_pattern,
+)
 from infra.bundling import layer_requirements, library_layer_hash
 from infra.functions import DISPATCH, FETCH, PARSE, SWEEP_RATE, SWEEPER
 from infra.layers import LIBRARY_DIR, LOCK, PIPELINES_MOUNT
@@ -21,6 +29,7 @@ from stepcrawl.names import (
     ENV_CONTROL_QUEUE_URL,
     ENV_FETCH_CONCURRENCY,
     ENV_FETCH_QUEUE_URL,
+    ENV_LOG_CHECKPOINT_ENTRIES,
     ENV_PARSE_QUEUE_URL,
     ENV_PIPELINES_DIR,
     ENV_SHARDS,
@@ -273,6 +282,7 @@ def test_function_shared_defaults(default, spec) -> None:
         ENV_WINDOW: "256",
         ENV_FETCH_CONCURRENCY: "32",
         ENV_STALL_AFTER: "180.0",
+        ENV_LOG_CHECKPOINT_ENTRIES: "4000",
         "POWERTOOLS_SERVICE_NAME": spec.name,
         "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
     }
@@ -513,7 +523,7 @@ def test_dispatch_grants(default) -> None:
     # Bucket: only the ETL prefixes (items, quarantine, the S3 load targets' exports), the
     # task logs' spilled payloads (it seeds) and data profiles (it may finish a crawl task).
     objects = {r for a, r in pairs if a.startswith("s3:") and r.startswith(f"<{bucket}.Arn>/")}
-    prefixes = (ITEMS, QUARANTINE, LOG_SPILLS, PROFILES, "exports/*")
+    prefixes = (ITEMS, QUARANTINE, LOG_SPILLS, VIEWS, PROFILES, "exports/*")
     assert objects == {f"<{bucket}.Arn>/{p}" for p in prefixes}
     for action in ("s3:GetObject*", "s3:PutObject", "s3:DeleteObject*", "s3:List*"):
         assert (action, f"<{bucket}.Arn>/items/*") in pairs
@@ -570,9 +580,12 @@ def test_parse_reads_bodies_and_writes_items_and_archives_only(default) -> None:
     bodies, items = f"<{bucket}.Arn>/bodies/*", f"<{bucket}.Arn>/items/*"
     archives = f"<{bucket}.Arn>/archive/*"  # archive: warc (stepcrawl/archive)
     spills = f"<{bucket}.Arn>/log/*"  # task log payloads too big for an item
+    views = f"<{bucket}.Arn>/views/*"  # checkpoints of task logs' views (its commits write)
     profiles = f"<{bucket}.Arn>/profiles/*"  # data profiles of the crawl tasks it finishes
     objects = {(a, r) for a, r in pairs if a.startswith("s3:") and r != f"<{bucket}.Arn>"}
-    assert {r for _, r in objects} == {bodies, items, archives, spills, profiles}
+    assert {r for _, r in objects} == {bodies, items, archives, spills, views, profiles}
+    for action in ("s3:PutObject", "s3:GetObject*", "s3:DeleteObject*"):
+        assert (action, views) in objects
     assert {a for a, r in objects if r == profiles} <= {
         "s3:PutObject",
         "s3:PutObjectLegalHold",
@@ -638,10 +651,11 @@ def test_sweeper_feeds_and_answers_tokens_only(default) -> None:
     # items and profiles of the crawl tasks it finishes (their data profile).
     bucket = default.logical_id(stack.storage.bucket)
     s3 = {(a, r) for a, r in pairs if a.startswith("s3:") and r != f"<{bucket}.Arn>"}
-    prefixes = {"log/*", "items/*", "profiles/*"}
+    prefixes = {"log/*", "views/*", "items/*", "profiles/*"}
     assert {r for _, r in s3} == {f"<{bucket}.Arn>/{p}" for p in prefixes}
     assert not any(a.startswith("s3:Put") for a, r in s3 if r.endswith("/items/*"))
-    assert not any(a.startswith("s3:Delete") for a, _ in s3)
+    # Deleting only checkpoints: the drain's commit may write one and delete an old one.
+    assert {r for a, r in s3 if a.startswith("s3:Delete")} == {f"<{bucket}.Arn>/views/*"}
     assert {a for a, _ in pairs if a.startswith("states:")} == {
         "states:SendTaskSuccess",
         "states:SendTaskFailure",
@@ -814,7 +828,14 @@ def test_variant_without_run_lock_gets_no_table_or_execution_rights(variant) -> 
 
 
 def test_variant_load_prefix_starting_with_a_placeholder_covers_the_bucket(variant) -> None:
-    assert variant.stack.access.dispatch_patterns == ["*", ITEMS, LOG_SPILLS, PROFILES, QUARANTINE]
+    assert variant.stack.access.dispatch_patterns == [
+        "*",
+        ITEMS,
+        LOG_SPILLS,
+        PROFILES,
+        QUARANTINE,
+        VIEWS,
+    ]
     bucket = variant.logical_id(variant.stack.storage.bucket)
     pairs = allowed(variant, role_of(variant, variant.stack.workers.dispatch))
     assert ("s3:PutObject", f"<{bucket}.Arn>/*") in pairs

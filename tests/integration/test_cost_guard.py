@@ -9,8 +9,8 @@ from tests.helpers.demo import CRAWL_TASK, demo_pipeline
 
 from stepcrawl.crawl.budget import BUDGET_EXHAUSTED, spent_usd
 from stepcrawl.crawl.context import CrawlConfig
+from stepcrawl.crawl.log_reads import url_states
 from stepcrawl.crawl.states import UrlState
-from stepcrawl.crawl.tasklog import url_states
 from stepcrawl.demo import DemoSite, ShopModel
 from stepcrawl.table_keys import task_key
 from stepcrawl.testing import MemoryRunner

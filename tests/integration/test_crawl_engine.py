@@ -21,7 +21,8 @@ from stepcrawl.crawl import FetchMessage, ParseBundle, process_bundle, process_f
 from stepcrawl.crawl.context import CrawlConfig
 from stepcrawl.crawl.fetch_stage import FETCH_FAILED_EVENT
 from stepcrawl.crawl.items import iter_task_items
-from stepcrawl.crawl.tasklog import fingerprint, url_states
+from stepcrawl.crawl.log_reads import url_states
+from stepcrawl.crawl.tasklog import fingerprint
 from stepcrawl.demo import DemoSite, ShopModel
 from stepcrawl.demo.paths import OFFSITE_URL
 from stepcrawl.extract.urls import url_host

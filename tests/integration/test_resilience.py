@@ -15,7 +15,8 @@ import pytest
 from stepcrawl.breaker import BreakerConfig
 from stepcrawl.crawl.context import CrawlConfig
 from stepcrawl.crawl.failures import group_failures, list_failures, redrive
-from stepcrawl.crawl.tasklog import fingerprint, url_states
+from stepcrawl.crawl.log_reads import url_states
+from stepcrawl.crawl.tasklog import fingerprint
 from stepcrawl.pipeline import Pipeline
 from stepcrawl.table_keys import task_key
 from stepcrawl.testing import MemoryRunner

@@ -19,7 +19,8 @@ from stepcrawl.console.executions import list_runs, run_after
 from stepcrawl.console.topology import DEFAULT_METRICS, TOPOLOGY_METRICS, TopologyProbe
 from stepcrawl.crawl.context import CrawlConfig
 from stepcrawl.crawl.frontier import chunk_item
-from stepcrawl.crawl.tasklog import Delta, PageLine, fingerprint, recorded_lines
+from stepcrawl.crawl.log_reads import recorded_lines
+from stepcrawl.crawl.tasklog import Delta, PageLine, fingerprint
 from stepcrawl.errors import ConfigError
 from stepcrawl.names import OUTPUT_CONTROL_QUEUE_URL
 from stepcrawl.pipeline import CrawlTask, Pipeline, TransformTask, load_pipeline

@@ -6,17 +6,26 @@ import pytest
 
 from stepcrawl.crawl.context import DEPLOYED_SETTINGS, CrawlConfig
 from stepcrawl.errors import ConfigError
-from stepcrawl.names import ENV_FETCH_CONCURRENCY, ENV_SHARDS, ENV_STALL_AFTER, ENV_WINDOW
+from stepcrawl.names import (
+    ENV_FETCH_CONCURRENCY,
+    ENV_LOG_CHECKPOINT_ENTRIES,
+    ENV_SHARDS,
+    ENV_STALL_AFTER,
+    ENV_WINDOW,
+)
 
 
 def test_environment_round_trip() -> None:
-    config = CrawlConfig(shards=7, window=99, fetch_concurrency=5, stall_after=2.5)
+    config = CrawlConfig(
+        shards=7, window=99, fetch_concurrency=5, stall_after=2.5, log_checkpoint_entries=50
+    )
     env = config.to_env()
     assert env == {
         ENV_SHARDS: "7",
         ENV_WINDOW: "99",
         ENV_FETCH_CONCURRENCY: "5",
         ENV_STALL_AFTER: "2.5",
+        ENV_LOG_CHECKPOINT_ENTRIES: "50",
     }
     assert set(env) == set(DEPLOYED_SETTINGS.values())
     assert CrawlConfig.from_env(env) == config

@@ -245,7 +245,12 @@ def test_the_stall_alert_says_what_is_stuck_where_and_what_to_run(clock: FakeClo
 
 
 def test_stall_after_is_a_deployed_setting_with_bounds() -> None:
-    env = {"STEPCRAWL_SHARDS": "4", "STEPCRAWL_WINDOW": "256", "STEPCRAWL_FETCH_CONCURRENCY": "8"}
+    env = {
+        "STEPCRAWL_SHARDS": "4",
+        "STEPCRAWL_WINDOW": "256",
+        "STEPCRAWL_FETCH_CONCURRENCY": "8",
+        "STEPCRAWL_LOG_CHECKPOINT_ENTRIES": "4000",
+    }
     assert CrawlConfig.from_env({**env, "STEPCRAWL_STALL_AFTER": "3.5"}).stall_after == 3.5
     with pytest.raises(ConfigError, match="STEPCRAWL_STALL_AFTER='0'"):
         CrawlConfig.from_env({**env, "STEPCRAWL_STALL_AFTER": "0"})

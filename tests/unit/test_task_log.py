@@ -5,24 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from tests.helpers.tasklog import memory_services
 
 from stepcrawl.crawl.accounting import create_task_record
 from stepcrawl.crawl.commit import BundleCommit, Decision, PageCommit, append, commit_bundles
-from stepcrawl.crawl.context import CrawlServices, StaticRegistry
+from stepcrawl.crawl.context import CrawlServices
+from stepcrawl.crawl.log_reads import recorded_lines, url_states
 from stepcrawl.crawl.messages import UrlRef
-from stepcrawl.crawl.tasklog import (
-    Delta,
-    PageLine,
-    TaskLog,
-    fingerprint,
-    pack,
-    recorded_lines,
-    unpack,
-    url_states,
-)
-from stepcrawl.crawl.tokens import MemoryTokens
+from stepcrawl.crawl.tasklog import Delta, PageLine, TaskLog, fingerprint, pack, unpack
 from stepcrawl.errors import FatalError
-from stepcrawl.storage import MemoryBlobStore, MemoryQueue, MemoryTable
+from stepcrawl.storage import MemoryTable
 from stepcrawl.storage.meter import item_size
 from stepcrawl.table_keys import LOG_STRIPES, log_pk, task_key
 
@@ -31,14 +23,7 @@ HOME = "https://shop.example/"
 
 
 def services(table: MemoryTable | None = None) -> CrawlServices:
-    return CrawlServices(
-        table=table or MemoryTable(),
-        fetch_queue=MemoryQueue(),
-        parse_queue=MemoryQueue(),
-        blobs=MemoryBlobStore(),
-        tokens=MemoryTokens(),
-        registry=StaticRegistry([]),
-    )
+    return memory_services(table)
 
 
 def started(max_pages: int = 100) -> CrawlServices:
@@ -135,7 +120,7 @@ def test_a_task_that_is_over_takes_no_commit() -> None:
     s = started()
     s.table.update(task_key(RUN, TASK), set={"status": "succeeded"})
     assert commit_bundle(s, RUN, TASK, "late", [page(HOME, HOME + "a")]) == []
-    assert fingerprint(HOME) not in TaskLog(RUN, TASK).refresh(s.table, s.blobs).recorded
+    assert not TaskLog(RUN, TASK).refresh(s.table, s.blobs).recorded(fingerprint(HOME))
 
 
 def test_reports_read_each_page_once_even_after_a_redrive() -> None:
@@ -220,7 +205,7 @@ def test_the_log_is_spread_over_its_stripes_and_read_back_in_order() -> None:
     late = TaskLog(RUN, TASK)
     late.refresh(s.table, s.blobs)
     assert late.seq == 2 + len(urls)
-    assert late.recorded == TaskLog(RUN, TASK).refresh(s.table, s.blobs).recorded
+    assert late.urls == TaskLog(RUN, TASK).refresh(s.table, s.blobs).urls
     assert set(url_states(s.table, RUN, TASK).values()) == {"done"}
 
 
@@ -231,16 +216,31 @@ def test_a_container_far_behind_catches_up_in_few_reads_and_then_reads_little() 
     table = s.table
     assert isinstance(table, MemoryTable)
     calls: list[int] = []
-    real = table.batch_get
+    queries: list[str] = []
+    real, real_query = table.batch_get, table.query
 
     def counting(keys: Any, *, consistent: bool = False) -> Any:
         calls.append(len(keys))
         return real(keys, consistent=consistent)
 
+    def counting_query(pk: str, **kwargs: Any) -> Any:
+        queries.append(pk)
+        return real_query(pk, **kwargs)
+
     table.batch_get = counting  # type: ignore[method-assign]
+    table.query = counting_query  # type: ignore[method-assign]
     log = TaskLog(RUN, TASK).refresh(table, s.blobs)
     assert log.seq == 201
-    assert len(calls) <= 9, f"doubling rounds, not one read per entry: {calls}"
+    assert calls == [8], "a first probe finds the log longer"
+    assert len(queries) == LOG_STRIPES, f"then reads each stripe once: {queries}"
+    for n in range(20):
+        commit_bundle(s, RUN, TASK, f"c{n}", [page(f"{HOME}x{n + 1}")])
+    calls.clear()
+    queries.clear()
+    log.refresh(table, s.blobs)
+    assert log.seq == 221
+    assert queries == [], "a warm view reads on by key"
+    assert calls == [8, 16], f"doubling rounds, not one read per entry: {calls}"
     calls.clear()
     log.refresh(table, s.blobs)
     assert calls == [8], "the next refresh asks for a few, not for as many as it caught up"
@@ -258,8 +258,9 @@ def test_an_entry_too_big_for_an_item_spills_its_payload_to_a_blob() -> None:
     assert item_size(entry) < 1000, "the entry is small; its payload is in the blob"
     assert entry["x"].startswith(f"log/{RUN}/{TASK}/")
     fresh = TaskLog(RUN, TASK).refresh(s.table, s.blobs)  # a cold container
-    assert len(fresh.seen) == 60_001
-    assert dict(fresh.recorded.items()) == {fingerprint(HOME): 2}
+    assert len(fresh.urls) == 60_001
+    assert fresh.recorded_at(fingerprint(HOME)) == 2
+    assert sum(fresh.recorded(fp) for fp in fresh.urls) == 1
     assert fresh.delta_of("big", s.table, s.blobs).spill == entry["x"]
     assert list(url_states(s.table, RUN, TASK, s.blobs).values()).count("pending") == 60_000
     assert record(s)["claimed"] == 60_001

@@ -103,7 +103,7 @@ def _drain_chunk(
 
     def decide(log: TaskLog, _budget: int | None) -> Decision:
         fps = dict.fromkeys(fingerprint(entry["u"]) for entry in chunk_entries(chunk))
-        waiting = [fp for fp in fps if fp in log.seen and fp not in log.recorded]
+        waiting = [fp for fp in fps if log.unrecorded(fp)]
         return Decision(
             Delta(by=by, recorded=[(fp, skipped) for fp in waiting]),
             add={"finished": len(waiting), "skipped": len(waiting)},

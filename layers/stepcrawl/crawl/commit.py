@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import random
 import time
 from collections import Counter
@@ -31,12 +32,13 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
+from stepcrawl.crawl.checkpoints import ViewState, write_checkpoint
 from stepcrawl.crawl.context import CrawlServices
 from stepcrawl.crawl.messages import UrlRef
 from stepcrawl.crawl.paths import items_part_key
 from stepcrawl.crawl.states import TaskState, UrlState
 from stepcrawl.crawl.tasklog import Delta, PageLine, TaskLog, fingerprint, spill_key
-from stepcrawl.errors import RetryableError
+from stepcrawl.errors import RetryableError, StepcrawlError
 from stepcrawl.quality.counters import encode
 from stepcrawl.storage import All, Cond, Condition, TransactionConflict, Usage, Write
 from stepcrawl.table_keys import log_key, task_key
@@ -53,6 +55,8 @@ __all__ = [
     "append",
     "commit_bundles",
 ]
+
+logger = logging.getLogger("stepcrawl.commit")
 
 _MAX_CONTENTION = 8
 #: The task record's field holding when a commit last changed the task (epoch seconds).
@@ -204,8 +208,22 @@ def append(
                 log.apply(decision.delta)  # what we wrote: no need to read it back
             else:
                 log.refresh(services.table, services.blobs)  # applies ours (and any before)
+            # The commit of each round sequence checkpoints the view (as far as it has read).
+            state = log.view_state() if seq % services.config.log_checkpoint_entries == 0 else None
+        if state is not None:
+            _checkpoint(services, run, task, state)
         return log
     raise RetryableError(f"task {task}: the log moved {_MAX_ROUNDS} times under one commit")
+
+
+def _checkpoint(services: CrawlServices, run: str, task: str, state: ViewState) -> None:
+    """Write the view's checkpoint. It saves cold containers' reads; the commit stands
+    without it, so a failure (an S3 error, a grant missing) is logged, not raised: the next
+    round sequence's commit writes one, and until then cold containers read more log."""
+    try:
+        write_checkpoint(services.table, services.blobs, run, task, state)
+    except StepcrawlError as failed:
+        logger.warning("task %s: no checkpoint at %d: %s", task, state.seq, failed)
 
 
 def _spill_if_large(services: CrawlServices, run: str, task: str, delta: Delta) -> None:
@@ -245,7 +263,7 @@ def commit_bundles(
         for _, page in mine:
             for child in page.children:
                 fp = fingerprint(child.url)
-                if fp not in log.seen:
+                if not log.seen(fp):
                     chosen[fp] = None
         new = list(chosen)
         admitted = new if budget is None else new[:budget]
@@ -283,7 +301,7 @@ def commit_bundles(
         delta = log.delta_of(bundles[members[0]].bundle_id, table, blobs)
         pages = [(bundles[n].bundle_id, n, page) for n in members for page in bundles[n].pages]
         for n, page in _as_committed(delta, pages):
-            if log.recorded.get(fingerprint(page.ref.url)) != seq:
+            if log.recorded_at(fingerprint(page.ref.url)) != seq:
                 continue  # re-opened (or recorded again) since: its follow-ups are not due
             if refused:  # claimed == finished: its admitted links are recorded already
                 page.children = []
@@ -355,7 +373,7 @@ def _unrecorded(
     mine: dict[int, tuple[str, PageCommit]] = {}
     for by, page in pages:
         fp = fingerprint(page.ref.url)
-        if fp not in log.recorded and fp not in mine:
+        if not log.recorded(fp) and fp not in mine:
             mine[fp] = (by, page)
     return list(mine.values())
 

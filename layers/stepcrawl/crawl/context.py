@@ -21,7 +21,13 @@ from stepcrawl.crawl.tasklog import TaskLogs
 from stepcrawl.crawl.window import FeedWindow
 from stepcrawl.errors import ConfigError
 from stepcrawl.functions_spec import FETCH_CONCURRENCY
-from stepcrawl.names import ENV_FETCH_CONCURRENCY, ENV_SHARDS, ENV_STALL_AFTER, ENV_WINDOW
+from stepcrawl.names import (
+    ENV_FETCH_CONCURRENCY,
+    ENV_LOG_CHECKPOINT_ENTRIES,
+    ENV_SHARDS,
+    ENV_STALL_AFTER,
+    ENV_WINDOW,
+)
 from stepcrawl.pipeline import Pipeline, load_pipeline
 from stepcrawl.storage import BlobStore, Meter, Queue, Table, TableWriter, Topic
 from stepcrawl.telemetry.recorder import MetricRecorder, MetricSink
@@ -134,6 +140,16 @@ class CrawlConfig(BaseModel):
     #: Bytes of fingerprints and lines a task log entry holds in its table item; a larger
     #: payload goes to the blob store, named by the entry (DynamoDB's item limit is 400 KB).
     log_entry_bytes: int = Field(300_000, ge=64, le=350_000)
+    log_checkpoint_entries: int = Field(
+        4000,
+        ge=2,
+        le=10_000_000,
+        description=(
+            "entries of a crawl task's log between two checkpoints of its view "
+            "(crawl/checkpoints.py): the most a cold container reads of the log after one "
+            "(twice that if a writer died), and how often a commit writes the view whole"
+        ),
+    )
     #: Bytes of URLs a backlog chunk holds (one item each; DynamoDB's limit is 400 KB).
     backlog_chunk_bytes: int = Field(300_000, ge=100, le=350_000)
     breaker: BreakerConfig = Field(default_factory=BreakerConfig)
@@ -168,6 +184,7 @@ DEPLOYED_SETTINGS: Final[Mapping[str, str]] = {
     "window": ENV_WINDOW,
     "fetch_concurrency": ENV_FETCH_CONCURRENCY,
     "stall_after": ENV_STALL_AFTER,
+    "log_checkpoint_entries": ENV_LOG_CHECKPOINT_ENTRIES,
 }
 
 

@@ -123,7 +123,7 @@ def start_crawl(
         log = services.task_logs.get(run, task.id)
         with log.lock:
             log.refresh(services.table, services.blobs)
-            seeds = [url for url in seeds if fingerprint(url) not in log.recorded]
+            seeds = [url for url in seeds if not log.recorded(fingerprint(url))]
     for n, start in enumerate(range(0, len(rest), SEED_CHUNK), start=2):
         _admit_seeds(services, run, task.id, f"{SEED_COMMIT}-{n}", rest[start : start + SEED_CHUNK])
     refs = [UrlRef.model_validate({"url": u, "kind": kinds.get(u, "page")}) for u in seeds]
@@ -134,7 +134,7 @@ def start_crawl(
 def _admit_seeds(services: CrawlServices, run: str, task: str, by: str, urls: list[str]) -> None:
     def decide(log: TaskLog, _budget: int | None) -> Decision:
         fps = dict.fromkeys(fingerprint(url) for url in urls)
-        new = [fp for fp in fps if fp not in log.seen]
+        new = [fp for fp in fps if not log.seen(fp)]
         return Decision(Delta(by=by, admitted=new), {"claimed": len(new), "budget": -len(new)})
 
     append(services, run, task, [by], decide)

@@ -141,7 +141,7 @@ def _reopen(
     those re-opened by an earlier re-drive that stopped before queueing them included."""
 
     def decide(log: TaskLog, _budget: int | None) -> Decision:
-        fps = [fp for fp in dict.fromkeys(fingerprint(f.url) for f in failures) if fp in log.failed]
+        fps = [fp for fp in dict.fromkeys(fingerprint(f.url) for f in failures) if log.failed(fp)]
         return Decision(
             Delta(by=by, reopened=fps),
             add={"finished": -len(fps), "failed": -len(fps)},
@@ -158,7 +158,7 @@ def _reopen(
     log = services.task_logs.get(run, task)
     with log.lock:
         log.refresh(services.table, services.blobs)
-        failed = any(fingerprint(f.url) in log.failed for f in failures)
+        failed = any(log.failed(fingerprint(f.url)) for f in failures)
     if failed and append(services, run, task, [by], decide) is None:
         return []  # the task is finishing: try again once it has finished
     # Waiting to be fetched, and still listed as failed: re-opened now, or by a re-drive that
@@ -168,9 +168,5 @@ def _reopen(
     return [
         f
         for f, key in zip(failures, keys, strict=True)
-        if key in listed and _waiting(log, fingerprint(f.url))
+        if key in listed and log.unrecorded(fingerprint(f.url))
     ]
-
-
-def _waiting(log: TaskLog, fp: int) -> bool:
-    return fp in log.seen and fp not in log.recorded

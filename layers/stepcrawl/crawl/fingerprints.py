@@ -93,6 +93,24 @@ class FingerprintMap:
 
     __hash__ = None  # type: ignore[assignment]  # mutable
 
+    def arrays(self) -> tuple[array[int], array[int]]:
+        """The merged ``(keys, values)`` arrays. A later change never alters them (a merge
+        builds new arrays), so a caller may read them after it has let go of the map."""
+        self._merge()
+        return self._keys, self._values
+
+    @classmethod
+    def of_arrays(cls, keys: array[int], values: array[int]) -> FingerprintMap:
+        """The map of sorted ``keys`` (``array('Q')``) and their ``values`` (``array('I')``),
+        as :meth:`arrays` gave them; the arrays are taken, not copied."""
+        if keys.typecode != "Q" or values.typecode != "I" or len(keys) != len(values):
+            raise ValueError("keys must be array('Q') and values array('I') of one length")
+        if _TOMBSTONE in values:
+            raise ValueError("a merged map holds no value 0")
+        made = cls()
+        made._keys, made._values, made._size = keys, values, len(keys)
+        return made
+
     def nbytes(self) -> int:
         """Bytes the arrays hold (the recent dict aside)."""
         return self._keys.itemsize * len(self._keys) + self._values.itemsize * len(self._values)

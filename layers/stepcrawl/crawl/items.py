@@ -14,8 +14,8 @@ import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from stepcrawl.crawl.log_reads import log_entries
 from stepcrawl.crawl.paths import items_part_key, items_prefix
-from stepcrawl.crawl.tasklog import log_entries
 from stepcrawl.etl import iter_items
 from stepcrawl.pipeline import CrawlTask, Pipeline
 from stepcrawl.storage import BlobStore, Table

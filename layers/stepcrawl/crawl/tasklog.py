@@ -29,10 +29,13 @@ order, and each URL is admitted once and recorded once, however many fetches or 
 raced. A commit that finds its own id in the log was made before (a redelivery after a crash):
 it redoes its idempotent follow-ups from it.
 
-A container keeps the state of the tasks it served (:class:`TaskLogs`: compact maps of
-fingerprints, 12 bytes an entry, and the last few deltas) and reads only the deltas after
-the last one it applied, by key (their stripes are known), in one batched
-consistent read per round. Fingerprints are 64 bits: the chance that two of ten
+A container keeps the state of the tasks it served (:class:`TaskLogs`: one compact map of
+the URLs' fingerprints, 12 bytes a URL, one of the commits' ids, and the last few deltas) and
+reads only the deltas after the last one it applied, by key (their stripes are known), in
+one batched consistent read per round. A container new to a task starts from the task's
+latest checkpoint (:mod:`stepcrawl.crawl.checkpoints`, written by the commits every
+``CrawlConfig.log_checkpoint_entries`` entries) and reads the entries after it by stripe.
+Fingerprints are 64 bits: the chance that two of ten
 million URLs of one task collide is about 3 in a million.
 """
 
@@ -41,16 +44,17 @@ from __future__ import annotations
 import base64
 import bisect
 import hashlib
-import heapq
 import json
+import logging
 import struct
 import threading
 import zlib
 from collections import Counter, OrderedDict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from stepcrawl.crawl.checkpoints import ViewState, load_checkpoint
 from stepcrawl.crawl.fingerprints import FingerprintMap
 from stepcrawl.crawl.states import UrlState
 from stepcrawl.errors import FatalError
@@ -68,20 +72,26 @@ __all__ = [
     "TaskLogs",
     "commit_hash",
     "fingerprint",
-    "log_entries",
     "next_deltas",
     "pack",
-    "recorded_lines",
     "spill_key",
     "unpack",
-    "url_states",
 ]
+
+logger = logging.getLogger("stepcrawl.tasklog")
 
 #: Seconds a log entry is kept (DynamoDB TTL): longer than the longest task timeout (365 days),
 #: so a task's log outlives the task and its re-drives; a million pages keep ~50 MB.
 LOG_TTL: Final = 366 * 86400
 #: Most entries read in one round of :meth:`TaskLog.refresh` (BatchGetItem takes 100 keys).
 _MAX_PROBE: Final = 100
+#: :attr:`TaskLog.urls`' value of a URL seen and not recorded; a recorded one's is
+#: ``2 * seq + failed`` (so at least 2), which bounds a log to 2**31 - 1 entries.
+_SEEN: Final = 1
+_MAX_SEQ: Final = 2**31 - 1
+#: Entries a cold view reads from each stripe per round of its catch-up: ~1 MB of typical
+#: entries, one query page.
+_TAIL_PAGE: Final = 500
 #: Deltas a task's view keeps after applying them (:attr:`TaskLog.recent`).
 _RECENT_DELTAS: Final = 64
 #: Most entries a refresh asks for in its first round. A key asked for and not there costs a
@@ -266,12 +276,10 @@ class TaskLog:
     run: str
     task: str
     seq: int = 0
-    #: fingerprint -> the entry that first saw it
-    seen: FingerprintMap = field(default_factory=FingerprintMap)
-    #: fingerprint -> the entry that recorded it
-    recorded: FingerprintMap = field(default_factory=FingerprintMap)
-    #: recorded as failed (what a re-drive may re-open) -> the entry that recorded it
-    failed: FingerprintMap = field(default_factory=FingerprintMap)
+    #: every URL seen, by fingerprint: :data:`_SEEN` if not recorded, else the entry that
+    #: recorded it and whether it failed (``2 * seq + failed``: what a re-drive may re-open).
+    #: One map, not three: 12 bytes a URL, where seen / recorded / failed maps took 24.
+    urls: FingerprintMap = field(default_factory=FingerprintMap)
     #: :func:`commit_hash` of a commit id -> its entry (a redelivered commit redoes its
     #: follow-ups from it)
     commits: FingerprintMap = field(default_factory=FingerprintMap)
@@ -286,23 +294,22 @@ class TaskLog:
     quality: Counter[int] = field(default_factory=Counter, repr=False, compare=False)
     sample_parts: list[tuple[bytes, str]] = field(default_factory=list, repr=False, compare=False)
     parts: int = field(default=0, repr=False, compare=False)
+    #: whether the view has read nothing yet (its first refresh starts from a checkpoint)
+    cold: bool = field(default=True, repr=False, compare=False)
 
     def apply(self, delta: Delta) -> None:
         seq = self.seq + 1
+        if seq > _MAX_SEQ:
+            raise FatalError(f"task {self.task}: its log passed {_MAX_SEQ} entries")
+        urls = self.urls
         for fp in delta.admitted:
-            self.seen.add(fp, seq)
+            urls.add(fp, _SEEN)
         for fp in delta.skipped:
-            self.seen.add(fp, seq)
+            urls.add(fp, _SEEN)
         for fp, line in delta.recorded:
-            self.seen.add(fp, seq)
-            self.recorded[fp] = seq
-            if line.state == UrlState.FAILED:
-                self.failed[fp] = seq
-            else:
-                self.failed.discard(fp)
+            urls[fp] = 2 * seq + (line.state == UrlState.FAILED)
         for fp in delta.reopened:
-            self.recorded.discard(fp)
-            self.failed.discard(fp)
+            urls[fp] = _SEEN
         for by in delta.ids():
             self.commits[commit_hash(by)] = seq
         if delta.quality:
@@ -314,7 +321,7 @@ class TaskLog:
 
     def _sample_part(self, part: str) -> None:
         self.parts += 1
-        ranked = (hashlib.blake2b(part.encode()).digest(), part)
+        ranked = _sample_rank(part)
         if len(self.sample_parts) < SAMPLE_PARTS or ranked < self.sample_parts[-1]:
             bisect.insort(self.sample_parts, ranked)
             del self.sample_parts[SAMPLE_PARTS:]
@@ -323,6 +330,28 @@ class TaskLog:
         self.recent[seq] = delta
         while len(self.recent) > _RECENT_DELTAS:
             self.recent.popitem(last=False)
+
+    def seen(self, fp: int) -> bool:
+        """Whether the task has seen URL ``fp`` (admitted, skipped or recorded it)."""
+        return fp in self.urls
+
+    def recorded_at(self, fp: int) -> int | None:
+        """The entry that recorded URL ``fp``, or None if it is not recorded (now)."""
+        value = self.urls.get(fp)
+        return None if value is None or value == _SEEN else value >> 1
+
+    def recorded(self, fp: int) -> bool:
+        return self.recorded_at(fp) is not None
+
+    def failed(self, fp: int) -> bool:
+        """Whether URL ``fp`` is recorded as failed (what a re-drive may re-open)."""
+        value = self.urls.get(fp)
+        return value is not None and value != _SEEN and bool(value & 1)
+
+    def unrecorded(self, fp: int) -> bool:
+        """Whether URL ``fp`` was seen (admitted, or skipped over the budget) and is not
+        recorded (now)."""
+        return self.urls.get(fp) == _SEEN
 
     def committed(self, by: str) -> bool:
         """Whether commit ``by`` has its entry in the log as far as read."""
@@ -347,10 +376,61 @@ class TaskLog:
             raise FatalError(f"task {self.task}: commit {by} collides with {delta.by}")
         return delta
 
+    def view_state(self) -> ViewState:
+        """The view as far as ``seq``, for a checkpoint (``crawl/checkpoints.py``). The maps'
+        arrays are taken as they are now; later changes build new ones."""
+        return ViewState(
+            seq=self.seq,
+            urls=FingerprintMap.of_arrays(*self.urls.arrays()),
+            commits=FingerprintMap.of_arrays(*self.commits.arrays()),
+            quality=Counter(self.quality),
+            sample_parts=[part for _, part in self.sample_parts],
+            parts=self.parts,
+        )
+
+    def _adopt(self, state: ViewState) -> None:
+        self.seq, self.urls, self.commits = state.seq, state.urls, state.commits
+        self.quality = Counter(state.quality)
+        self.sample_parts = sorted(_sample_rank(part) for part in state.sample_parts)
+        self.parts = state.parts
+
+    def _catch_up(self, table: Table, blobs: BlobStore) -> tuple[int, bool]:
+        """A cold view: start from the task's checkpoint, if any, then read the entries after
+        it stripe by stripe, a page of each per round, applying them in order up to the first
+        one not read yet. Returns how many entries it applied, and whether it read to the
+        end (every stripe's last page short, nothing left past a gap): if not, the probes of
+        :meth:`refresh` go on from there."""
+        state = load_checkpoint(table, blobs, self.run, self.task, newer_than=self.seq)
+        if state is not None:
+            logger.info("task %s: the view starts from its checkpoint at %d", self.task, state.seq)
+            self._adopt(state)
+        applied = 0
+        while True:
+            after = log_key(self.run, self.task, self.seq)[1]
+            found: dict[int, Item] = {}
+            full = False
+            for stripe in range(LOG_STRIPES):
+                page = table.query(
+                    log_pk(self.run, self.task, stripe),
+                    sk_after=after,
+                    limit=_TAIL_PAGE,
+                    consistent=True,
+                )
+                full = full or len(page) == _TAIL_PAGE
+                found.update((int(item["sk"]), item) for item in page)
+            start = self.seq
+            while (item := found.pop(self.seq + 1, None)) is not None:
+                self.apply(Delta.of(item, blobs))
+            applied += self.seq - start
+            if not full or self.seq == start:
+                return applied, not full and not found
+
     def refresh(self, table: Table, blobs: BlobStore) -> TaskLog:
         """Read and apply the deltas appended since ``seq``: consistent batched reads of the
         next sequences by key, until one is missing (sequences are appended one by one, so
-        the first missing one is the end); a spilled payload from ``blobs``."""
+        the first missing one is the end); a spilled payload from ``blobs``. A cold view
+        whose first read finds the log longer than it asked for goes on from the task's
+        checkpoint and reads what follows by stripe (:meth:`_catch_up`)."""
         found_in_all = 0
         while True:
             probe = max(1, min(_MAX_PROBE, self.probe))
@@ -361,11 +441,22 @@ class TaskLog:
                 self.apply(delta)
             applied = len(deltas)
             found_in_all += applied
+            if self.cold:
+                self.cold = False
+                if applied == probe:  # a long log: its checkpoint, then by stripe
+                    caught, to_the_end = self._catch_up(table, blobs)
+                    found_in_all += caught
+                    applied = 0 if to_the_end else probe
             if applied < probe:
                 # Ask next time for as many as this refresh found, plus the one that ends it.
                 self.probe = min(found_in_all + 1, _FIRST_PROBE)
                 return self
             self.probe = probe * 2  # behind by more than a round: read faster
+
+
+def _sample_rank(part: str) -> tuple[bytes, str]:
+    """Where an items part ranks in a view's sample (the lowest hashes are kept)."""
+    return (hashlib.blake2b(part.encode()).digest(), part)
 
 
 def next_deltas(
@@ -392,12 +483,6 @@ def next_deltas(
     return found
 
 
-def log_entries(table: Table, run: str, task: str) -> Iterator[Item]:
-    """Every entry of the task's log, in sequence order (one query per stripe)."""
-    stripes = [table.query(log_pk(run, task, s), consistent=True) for s in range(LOG_STRIPES)]
-    return heapq.merge(*stripes, key=lambda item: str(item["sk"]))
-
-
 class TaskLogs:
     """The task logs a container has read, by (run, task); bounded, least recently used out."""
 
@@ -417,32 +502,3 @@ class TaskLogs:
     def forget(self, run: str, task: str) -> None:
         with self._lock:
             self._logs.pop((run, task), None)
-
-
-def recorded_lines(
-    table: Table, run: str, task: str, blobs: BlobStore | None = None
-) -> Sequence[PageLine]:
-    """The line of every page recorded now (the last recording of a re-driven page), in
-    commit order: what reports read."""
-    lines: dict[int, PageLine] = {}
-    for item in log_entries(table, run, task):
-        delta = Delta.of(item, blobs)
-        for fp, line in delta.recorded:
-            lines.pop(fp, None)
-            lines[fp] = line
-        for fp in delta.reopened:
-            lines.pop(fp, None)
-    return list(lines.values())
-
-
-def url_states(table: Table, run: str, task: str, blobs: BlobStore | None = None) -> dict[int, str]:
-    """Every URL the task has seen, by fingerprint: ``pending`` (admitted, not recorded yet),
-    ``done``, ``failed`` or ``skipped`` (over the page budget, or drained by the cost guard)."""
-    states: dict[int, str] = {}
-    for item in log_entries(table, run, task):
-        delta = Delta.of(item, blobs)
-        states.update(dict.fromkeys(delta.admitted, UrlState.PENDING))
-        states.update(dict.fromkeys(delta.skipped, UrlState.SKIPPED))
-        states.update((fp, line.state) for fp, line in delta.recorded)
-        states.update(dict.fromkeys(delta.reopened, UrlState.PENDING))
-    return states

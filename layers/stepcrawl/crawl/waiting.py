@@ -24,8 +24,9 @@ from dataclasses import dataclass, field
 from stepcrawl.breaker import BreakerBook, BreakerConfig
 from stepcrawl.crawl.frontier import chunk_entries
 from stepcrawl.crawl.hosts import HostView
+from stepcrawl.crawl.log_reads import url_states
 from stepcrawl.crawl.states import UrlState
-from stepcrawl.crawl.tasklog import fingerprint, url_states
+from stepcrawl.crawl.tasklog import fingerprint
 from stepcrawl.extract.urls import url_host
 from stepcrawl.storage import BlobStore, Table
 from stepcrawl.table_keys import backlog_pk, shard_key

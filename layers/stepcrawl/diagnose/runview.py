@@ -32,7 +32,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 from stepcrawl.crawl.accounting import TASK_COUNTERS
 from stepcrawl.crawl.failures import Failure
-from stepcrawl.crawl.tasklog import LOG_TTL, Delta, fingerprint, log_entries, next_deltas
+from stepcrawl.crawl.log_reads import log_entries
+from stepcrawl.crawl.tasklog import LOG_TTL, Delta, fingerprint, next_deltas
 from stepcrawl.diagnose.model import PageRecord
 from stepcrawl.telemetry.percentiles import percentiles
 

@@ -1,0 +1,53 @@
+"""Reading a task's whole log: what reports, checks and the items reader go through.
+
+A container's view (:mod:`stepcrawl.crawl.tasklog`) reads on from where it stopped, or from a
+checkpoint; these read every entry, stripe by stripe, in sequence order.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterator, Sequence
+
+from stepcrawl.crawl.states import UrlState
+from stepcrawl.crawl.tasklog import Delta, PageLine
+from stepcrawl.storage import BlobStore, Table
+from stepcrawl.storage.table import Item
+from stepcrawl.table_keys import LOG_STRIPES, log_pk
+
+__all__ = ["log_entries", "recorded_lines", "url_states"]
+
+
+def log_entries(table: Table, run: str, task: str) -> Iterator[Item]:
+    """Every entry of the task's log, in sequence order (one query per stripe)."""
+    stripes = [table.query(log_pk(run, task, s), consistent=True) for s in range(LOG_STRIPES)]
+    return heapq.merge(*stripes, key=lambda item: str(item["sk"]))
+
+
+def recorded_lines(
+    table: Table, run: str, task: str, blobs: BlobStore | None = None
+) -> Sequence[PageLine]:
+    """The line of every page recorded now (the last recording of a re-driven page), in
+    commit order: what reports read."""
+    lines: dict[int, PageLine] = {}
+    for item in log_entries(table, run, task):
+        delta = Delta.of(item, blobs)
+        for fp, line in delta.recorded:
+            lines.pop(fp, None)
+            lines[fp] = line
+        for fp in delta.reopened:
+            lines.pop(fp, None)
+    return list(lines.values())
+
+
+def url_states(table: Table, run: str, task: str, blobs: BlobStore | None = None) -> dict[int, str]:
+    """Every URL the task has seen, by fingerprint: ``pending`` (admitted, not recorded yet),
+    ``done``, ``failed`` or ``skipped`` (over the page budget, or drained by the cost guard)."""
+    states: dict[int, str] = {}
+    for item in log_entries(table, run, task):
+        delta = Delta.of(item, blobs)
+        states.update(dict.fromkeys(delta.admitted, UrlState.PENDING))
+        states.update(dict.fromkeys(delta.skipped, UrlState.SKIPPED))
+        states.update((fp, line.state) for fp, line in delta.recorded)
+        states.update(dict.fromkeys(delta.reopened, UrlState.PENDING))
+    return states

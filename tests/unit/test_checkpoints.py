@@ -1,0 +1,218 @@
+"""Checkpoints of a task's view: a cold container reads one, then only the log after it."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from tests.helpers.tasklog import memory_services
+
+from stepcrawl.crawl import tasklog
+from stepcrawl.crawl.accounting import create_task_record
+from stepcrawl.crawl.checkpoints import (
+    ViewState,
+    checkpoint_prefix,
+    load_checkpoint,
+    write_checkpoint,
+)
+from stepcrawl.crawl.commit import BundleCommit, PageCommit, commit_bundles
+from stepcrawl.crawl.context import CrawlConfig, CrawlServices
+from stepcrawl.crawl.fingerprints import FingerprintMap
+from stepcrawl.crawl.messages import UrlRef
+from stepcrawl.crawl.tasklog import TaskLog, TaskLogs, fingerprint
+from stepcrawl.errors import AccessDeniedError
+from stepcrawl.storage import MemoryTable
+from stepcrawl.table_keys import checkpoint_key, task_key
+
+RUN, TASK = "r1", "crawl"
+HOME = "https://shop.example/"
+EVERY = 5  # entries between checkpoints
+
+
+def started(every: int = EVERY) -> CrawlServices:
+    s = memory_services(config=CrawlConfig(log_checkpoint_entries=every))
+    assert create_task_record(
+        s, run=RUN, task=TASK, token="t", pipeline="p", version="v", seeds=[HOME], max_pages=10**6
+    )
+    return s
+
+
+def commit(s: CrawlServices, n: int) -> None:
+    """The ``n``-th commit: one page (failed every third) with three links, one new."""
+    url = HOME if n == 0 else f"{HOME}p{n}"
+    links = [UrlRef(url=f"{HOME}p{n + 1}", depth=1), UrlRef(url=HOME, depth=1)]
+    page = PageCommit(UrlRef(url=url), n % 3 != 0, 200, "ok", items=1, children=links)
+    page.rows = [{"n": n}]
+    page.quality = {n % 4: 1}
+    commit_bundles(s, RUN, TASK, [BundleCommit(f"b{n}", [page])], pipeline="p")
+
+
+def the_same(a: TaskLog, b: TaskLog) -> None:
+    assert (a.seq, a.urls, a.commits) == (b.seq, b.urls, b.commits)
+    assert (a.quality, a.sample_parts, a.parts) == (b.quality, b.sample_parts, b.parts)
+
+
+def full_fold(s: CrawlServices) -> TaskLog:
+    """The view from the log alone (no checkpoint): what every checkpoint must equal."""
+    table = MemoryTable()
+    table.items = {k: v for k, v in s.table.items.items() if k != checkpoint_key(RUN, TASK)}  # type: ignore[attr-defined]
+    return TaskLog(RUN, TASK).refresh(table, s.blobs)
+
+
+def checkpoints_kept(s: CrawlServices) -> list[str]:
+    prefix = f"views/{RUN}/{TASK}/"
+    return sorted({key[len(prefix) :].split("/")[0] for key in s.blobs.list(prefix)})
+
+
+def test_a_cold_view_from_a_checkpoint_equals_the_whole_log() -> None:
+    s = started()
+    for n in range(23):
+        commit(s, n)
+    pointer = s.table.get(checkpoint_key(RUN, TASK))
+    assert pointer is not None
+    assert (pointer["seq"], pointer["prev"]) == (20, 15), "the seeds' entry is sequence 1"
+    reads: list[str] = []
+    table = s.table
+    assert isinstance(table, MemoryTable)
+    real_query = table.query
+
+    def counting(pk: str, **kwargs: Any) -> Any:
+        found = real_query(pk, **kwargs)
+        reads.extend(str(item["sk"]) for item in found)
+        return found
+
+    table.query = counting  # type: ignore[method-assign]
+    cold = TaskLog(RUN, TASK).refresh(table, s.blobs)
+    assert sorted(int(sk) for sk in reads) == [21, 22, 23, 24], "only the log after it"
+    the_same(cold, full_fold(s))
+    assert cold.recorded(fingerprint(f"{HOME}p5"))
+    assert cold.failed(fingerprint(f"{HOME}p3"))
+    assert cold.unrecorded(fingerprint(f"{HOME}p23"))
+
+
+def test_a_cold_container_commits_from_a_checkpoint_without_recording_twice() -> None:
+    s = started()
+    for n in range(12):
+        commit(s, n)
+    cold = replace(s, task_logs=TaskLogs())
+    commit(cold, 11)  # a redelivery to a new container: nothing recorded again
+    commit(cold, 12)
+    record = record_of(s)
+    assert (record["finished"], record["claimed"]) == (13, 14)
+    the_same(cold.task_logs.get(RUN, TASK), full_fold(s))
+
+
+def test_only_the_last_two_checkpoints_are_kept() -> None:
+    s = started()
+    for n in range(30):
+        commit(s, n)
+    assert checkpoints_kept(s) == [f"{25:010d}", f"{30:010d}"]
+
+
+def test_parts_are_bounded_and_read_back_whole() -> None:
+    s = started()
+    for n in range(8):  # to sequence 9, past the checkpoint at 5
+        commit(s, n)
+    log = full_fold(s)
+    state = log.view_state()
+    assert write_checkpoint(s.table, s.blobs, RUN, TASK, state, part_bytes=16)
+    parts = list(s.blobs.list(checkpoint_prefix(RUN, TASK, state.seq)))
+    assert len(parts) > 6, "16-byte parts: several per array"
+    assert all(len(s.blobs.get(p)) <= 16 for p in parts if p.endswith(".bin"))
+    loaded = load_checkpoint(s.table, s.blobs, RUN, TASK)
+    assert loaded is not None
+    assert (loaded.seq, loaded.urls, loaded.commits) == (state.seq, state.urls, state.commits)
+
+
+def test_a_checkpoint_older_than_the_pointer_is_not_named_and_is_deleted() -> None:
+    s = started()
+    for n in range(16):
+        commit(s, n)
+    assert s.table.get(checkpoint_key(RUN, TASK))["seq"] == 15  # type: ignore[index]
+    late = ViewState(seq=3, urls=FingerprintMap([(7, 1)]), commits=FingerprintMap())
+    assert not write_checkpoint(s.table, s.blobs, RUN, TASK, late)
+    assert s.table.get(checkpoint_key(RUN, TASK))["seq"] == 15  # type: ignore[index]
+    assert f"{3:010d}" not in checkpoints_kept(s)
+
+
+def test_a_missing_or_damaged_checkpoint_falls_back_to_the_log() -> None:
+    s = started()
+    for n in range(12):
+        commit(s, n)
+    prefix = checkpoint_prefix(RUN, TASK, 10)
+    (first,) = [k for k in s.blobs.list(prefix) if k.endswith("urls-keys-00000.bin")]
+    s.blobs.put(first, b"\0" * len(s.blobs.get(first)))  # damaged: its digest differs
+    assert load_checkpoint(s.table, s.blobs, RUN, TASK) is None
+    the_same(TaskLog(RUN, TASK).refresh(s.table, s.blobs), full_fold(s))
+    s.blobs.delete_many([first])  # gone (a reader two checkpoints behind)
+    assert load_checkpoint(s.table, s.blobs, RUN, TASK) is None
+    the_same(TaskLog(RUN, TASK).refresh(s.table, s.blobs), full_fold(s))
+
+
+def test_a_cold_view_reads_a_long_tail_page_by_page(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tasklog, "_TAIL_PAGE", 3)
+    s = started(every=10_000)  # no checkpoint: the whole log is the tail
+    for n in range(100):
+        commit(s, n)
+    table = s.table
+    assert isinstance(table, MemoryTable)
+    real_query = table.query
+    rounds: list[str | None] = []
+
+    def counting(pk: str, **kwargs: Any) -> Any:
+        rounds.append(kwargs.get("sk_after"))
+        return real_query(pk, **kwargs)
+
+    table.query = counting  # type: ignore[method-assign]
+    cold = TaskLog(RUN, TASK).refresh(table, s.blobs)
+    the_same(cold, full_fold(s))
+    assert len(rounds) == 8 * 5, "24 entries a round over 101 entries: 5 rounds of 8 stripes"
+
+
+def test_a_cold_view_stops_at_an_entry_a_stripe_did_not_show_yet() -> None:
+    """Stripes are read one after another: one read before an entry was appended can miss it
+    while a later one shows what follows. The catch-up applies only the entries in order up
+    to the gap; reading on by key finds the rest."""
+    s = started(every=10_000)
+    for n in range(30):
+        commit(s, n)
+    table = s.table
+    assert isinstance(table, MemoryTable)
+    real_query = table.query
+
+    def lagging(pk: str, **kwargs: Any) -> Any:
+        return [] if pk.endswith("#3") else real_query(pk, **kwargs)
+
+    table.query = lagging  # type: ignore[method-assign]
+    log = TaskLog(RUN, TASK)
+    log.refresh(table, s.blobs)
+    the_same(log, full_fold(s))
+
+
+def test_a_checkpoint_that_cannot_be_written_does_not_undo_the_commit(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The commit is in the log before its checkpoint is written: an S3 error (or a grant
+    missing) there is logged, and the commit's caller goes on."""
+    s = started()
+    real_put = s.blobs.put
+
+    def refusing(key: str, body: bytes, **kwargs: Any) -> None:
+        if key.startswith("views/"):
+            raise AccessDeniedError(f"s3:PutObject on {key}")
+        real_put(key, body, **kwargs)
+
+    s.blobs.put = refusing  # type: ignore[method-assign]
+    for n in range(6):
+        commit(s, n)
+    assert s.table.get(checkpoint_key(RUN, TASK)) is None
+    assert "no checkpoint at 5" in caplog.text
+    assert record_of(s)["finished"] == 6
+    the_same(TaskLog(RUN, TASK).refresh(s.table, s.blobs), full_fold(s))
+
+
+def record_of(s: CrawlServices) -> dict[str, Any]:
+    found = s.table.get(task_key(RUN, TASK))
+    assert found is not None
+    return found
