@@ -12,7 +12,8 @@ as it is fetched), written in the real item format to the in-memory table. For e
   ``CrawlConfig.log_checkpoint_entries`` entries (``crawl/checkpoints.py``: a pointer, a
   head, the parts) and the log after it (query pages of 1 MB), as requests and read units,
   in the worst case: the last checkpoint an interval less one entry before the end;
-- **state**: the bytes that container then holds for the task (``tracemalloc``).
+- **state**: the bytes that container then holds for the task, and the most it held while
+  reading (``tracemalloc``'s current and peak).
 
 A commit's units per key do not depend on the task's size (one entry of its own size on the
 next stripe, one update of the record); ``bench/hot_keys.py`` measures them per second.
@@ -132,6 +133,7 @@ class Measured:
     cold_read_units: float
     state_bytes: int
     seconds: float
+    peak_bytes: int = 0  # the most it held while reading (the checkpoint's parts, merges)
     tail: int = 0  # entries after the last checkpoint
     extrapolated: bool = False
 
@@ -140,7 +142,7 @@ class Measured:
         return (
             f"{self.urls:>13,} {self.entries:>11,} {self.cold_requests:>13,} "
             f"{self.cold_read_units:>13,.0f} {self.state_bytes / MiB:>14,.1f} "
-            f"{self.tail:>11,}{mark}"
+            f"{self.peak_bytes / MiB:>9,.1f} {self.tail:>11,}{mark}"
         )
 
 
@@ -170,7 +172,7 @@ def measure(urls: int, pages: int, every: int = CHECKPOINT_EVERY) -> Measured:
     table.reads = blobs.reads = 0
     tracemalloc.start()
     log = TaskLog(RUN, TASK).refresh(table, blobs)
-    state, _ = tracemalloc.get_traced_memory()
+    state, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     assert log.seq == entries
     return Measured(
@@ -179,6 +181,7 @@ def measure(urls: int, pages: int, every: int = CHECKPOINT_EVERY) -> Measured:
         cold_requests=table.reads + blobs.reads,
         cold_read_units=meter.snapshot().ddb_read_units - before,
         state_bytes=state,
+        peak_bytes=peak,
         seconds=time.perf_counter() - started,
         tail=entries - last,
     )
@@ -193,12 +196,14 @@ def extrapolate(a: Measured, b: Measured, urls: int) -> Measured:
         return x + (y - x) * (urls - a.urls) / (b.urls - a.urls)
 
     state = round(at(a.state_bytes, b.state_bytes))
+    peak = round(at(a.peak_bytes, b.peak_bytes))
     return Measured(
         urls=urls,
         entries=round(at(a.entries, b.entries)),
         cold_requests=b.cold_requests + parts(state) - parts(b.state_bytes),
         cold_read_units=b.cold_read_units,
         state_bytes=state,
+        peak_bytes=peak,
         seconds=0.0,
         tail=b.tail,
         extrapolated=True,
@@ -207,8 +212,8 @@ def extrapolate(a: Measured, b: Measured, urls: int) -> Measured:
 
 def parts(state_bytes: int) -> int:
     """Checkpoint parts of a view of that many bytes: one per :data:`PART_BYTES` of each of
-    its four arrays (URLs' keys and values, commits' keys and values), counted as one run."""
-    return 4 + state_bytes // PART_BYTES
+    its two maps' blocks (URLs, commits), counted as one run."""
+    return 2 + state_bytes // PART_BYTES
 
 
 def main() -> None:
@@ -225,7 +230,7 @@ def main() -> None:
     rows += [extrapolate(measured[-2], measured[-1], n) for n in sizes if n > args.measure_up_to]
     print(
         f"{'URLs seen':>13} {'log entries':>11} {'cold requests':>13} "
-        f"{'cold read RU':>13} {'state MiB':>14} {'tail':>11}"
+        f"{'cold read RU':>13} {'state MiB':>14} {'peak MiB':>9} {'tail':>11}"
     )
     for row in rows:
         print(row.row())

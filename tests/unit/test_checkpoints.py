@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import replace
 from typing import Any
 
@@ -112,17 +113,17 @@ def test_only_the_last_two_checkpoints_are_kept() -> None:
 
 def test_parts_are_bounded_and_read_back_whole() -> None:
     s = started()
-    for n in range(8):  # to sequence 9, past the checkpoint at 5
-        commit(s, n)
-    log = full_fold(s)
-    state = log.view_state()
-    assert write_checkpoint(s.table, s.blobs, RUN, TASK, state, part_bytes=16)
-    parts = list(s.blobs.list(checkpoint_prefix(RUN, TASK, state.seq)))
-    assert len(parts) > 6, "16-byte parts: several per array"
-    assert all(len(s.blobs.get(p)) <= 16 for p in parts if p.endswith(".bin"))
+    blocks = [
+        (array("Q", [10 * b + k for k in range(3)]), array("I", [b + 1] * 3)) for b in range(5)
+    ]
+    state = ViewState(seq=7, urls=FingerprintMap.of_blocks(blocks), commits=FingerprintMap())
+    assert write_checkpoint(s.table, s.blobs, RUN, TASK, state, part_bytes=40)
+    parts = [p for p in s.blobs.list(checkpoint_prefix(RUN, TASK, 7)) if "/urls-" in p]
+    assert len(parts) == 5, "a block of 3 entries weighs 40 bytes: one a part"
     loaded = load_checkpoint(s.table, s.blobs, RUN, TASK)
     assert loaded is not None
-    assert (loaded.seq, loaded.urls, loaded.commits) == (state.seq, state.urls, state.commits)
+    assert (loaded.seq, loaded.urls, loaded.commits) == (7, state.urls, state.commits)
+    assert [len(keys) for keys, _ in loaded.urls.blocks()] == [3] * 5
 
 
 def test_a_checkpoint_older_than_the_pointer_is_not_named_and_is_deleted() -> None:
@@ -141,7 +142,7 @@ def test_a_missing_or_damaged_checkpoint_falls_back_to_the_log() -> None:
     for n in range(12):
         commit(s, n)
     prefix = checkpoint_prefix(RUN, TASK, 10)
-    (first,) = [k for k in s.blobs.list(prefix) if k.endswith("urls-keys-00000.bin")]
+    (first,) = [k for k in s.blobs.list(prefix) if k.endswith("urls-00000.bin")]
     s.blobs.put(first, b"\0" * len(s.blobs.get(first)))  # damaged: its digest differs
     assert load_checkpoint(s.table, s.blobs, RUN, TASK) is None
     the_same(TaskLog(RUN, TASK).refresh(s.table, s.blobs), full_fold(s))

@@ -27,12 +27,13 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import struct
 from array import array
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from stepcrawl.crawl.fingerprints import FingerprintMap
+from stepcrawl.crawl.fingerprints import Block, FingerprintMap
 from stepcrawl.storage import BlobStore, Cond, Table
 from stepcrawl.table_keys import checkpoint_key
 
@@ -52,13 +53,11 @@ PART_BYTES: Final = 64 * 1024 * 1024
 _READ_ATTEMPTS: Final = 3
 #: Times a writer moves the pointer against other writers before it leaves it to them.
 _MOVE_ATTEMPTS: Final = 5
-#: The arrays of a view, in the order they are written: (map, keys or values, typecode).
-_ARRAYS: Final = (
-    ("urls", "keys", "Q"),
-    ("urls", "values", "I"),
-    ("commits", "keys", "Q"),
-    ("commits", "values", "I"),
-)
+#: The maps of a view, in the order they are written.
+_MAPS: Final = ("urls", "commits")
+#: A block in a part: its entry count, then its keys, then its values.
+_COUNT: Final = struct.Struct("<I")
+_DIGEST_BYTES: Final = 16
 
 
 @dataclass
@@ -93,29 +92,43 @@ def write_checkpoint(
     already names a later one (this one is then deleted). The head goes first, so a writer
     that dies half-way leaves parts a later delete finds by it."""
     prefix = checkpoint_prefix(run, task, state.seq)
-    maps = {"urls": state.urls.arrays(), "commits": state.commits.arrays()}
-    parts: dict[str, list[memoryview]] = {}
-    for name, side, _ in _ARRAYS:
-        data = memoryview(maps[name][0 if side == "keys" else 1]).cast("B")
-        parts[f"{name}-{side}"] = [
-            data[start : start + part_bytes] for start in range(0, len(data), part_bytes)
-        ]
+    cuts = {
+        "urls": _cut(state.urls.blocks(), part_bytes),
+        "commits": _cut(state.commits.blocks(), part_bytes),
+    }
     head = {
         "seq": state.seq,
-        "arrays": {kind: [_digest(part) for part in cut] for kind, cut in parts.items()},
+        "parts": {name: len(cut) for name, cut in cuts.items()},
         "quality": {str(k): v for k, v in state.quality.items()},
         "sample_parts": state.sample_parts,
-        "parts": state.parts,
+        "items_parts": state.parts,
     }
     blobs.put(f"{prefix}head.json", json.dumps(head, separators=(",", ":")).encode())
-    for kind, cut in parts.items():
-        for n, part in enumerate(cut):
-            blobs.put(f"{prefix}{kind}-{n:05d}.bin", bytes(part))  # one part's copy at a time
+    for name, cut in cuts.items():
+        for n, blocks in enumerate(cut):
+            payload = b"".join(
+                b for keys, values in blocks for b in (_COUNT.pack(len(keys)), keys, values)
+            )  # one part's copy at a time
+            blobs.put(f"{prefix}{name}-{n:05d}.bin", _digest(payload) + payload)
     return _move_pointer(table, blobs, run, task, state.seq)
 
 
-def _digest(part: memoryview) -> str:
-    return hashlib.blake2b(part, digest_size=16).hexdigest()
+def _cut(blocks: list[Block], part_bytes: int) -> list[list[Block]]:
+    """The blocks in parts of at most ``part_bytes`` (a block alone may pass it)."""
+    parts: list[list[Block]] = []
+    size = 0
+    for block in blocks:
+        weight = _COUNT.size + 12 * len(block[0])
+        if not parts or (size + weight > part_bytes and parts[-1]):
+            parts.append([])
+            size = 0
+        parts[-1].append(block)
+        size += weight
+    return parts
+
+
+def _digest(payload: bytes | memoryview) -> bytes:
+    return hashlib.blake2b(payload, digest_size=_DIGEST_BYTES).digest()
 
 
 def _move_pointer(table: Table, blobs: BlobStore, run: str, task: str, seq: int) -> bool:
@@ -145,9 +158,7 @@ def _delete(blobs: BlobStore, run: str, task: str, seq: int) -> None:
     except KeyError:
         return  # deleted already (or never whole: its parts share the names of a rewrite)
     names = [
-        f"{prefix}{kind}-{n:05d}.bin"
-        for kind, parts in head["arrays"].items()
-        for n in range(len(parts))
+        f"{prefix}{name}-{n:05d}.bin" for name, count in head["parts"].items() for n in range(count)
     ]
     blobs.delete_many([*names, f"{prefix}head.json"])
 
@@ -180,20 +191,32 @@ def _read(blobs: BlobStore, prefix: str, seq: int) -> ViewState:
     head: dict[str, Any] = json.loads(blobs.get(f"{prefix}head.json"))
     if head.get("seq") != seq:
         raise ValueError(f"head names sequence {head.get('seq')}, expected {seq}")
-    loaded: dict[str, array[int]] = {}
-    for name, side, typecode in _ARRAYS:
-        values = array(typecode)
-        for n, digest in enumerate(head["arrays"][f"{name}-{side}"]):
-            part = blobs.get(f"{prefix}{name}-{side}-{n:05d}.bin")
-            if _digest(memoryview(part)) != digest:
-                raise ValueError(f"part {name}-{side}-{n:05d} does not match its digest")
-            values.frombytes(part)
-        loaded[f"{name}-{side}"] = values
+    loaded = {name: FingerprintMap.of_blocks(_blocks(blobs, prefix, name, head)) for name in _MAPS}
     return ViewState(
         seq=seq,
-        urls=FingerprintMap.of_arrays(loaded["urls-keys"], loaded["urls-values"]),
-        commits=FingerprintMap.of_arrays(loaded["commits-keys"], loaded["commits-values"]),
+        urls=loaded["urls"],
+        commits=loaded["commits"],
         quality=Counter({int(k): int(v) for k, v in head["quality"].items()}),
         sample_parts=list(head["sample_parts"]),
-        parts=int(head["parts"]),
+        parts=int(head["items_parts"]),
     )
+
+
+def _blocks(blobs: BlobStore, prefix: str, name: str, head: dict[str, Any]) -> list[Block]:
+    """The blocks of map ``name``, part by part, each part checked against its digest."""
+    blocks: list[Block] = []
+    for n in range(int(head["parts"][name])):
+        part = memoryview(blobs.get(f"{prefix}{name}-{n:05d}.bin"))
+        payload = part[_DIGEST_BYTES:]
+        if _digest(payload) != bytes(part[:_DIGEST_BYTES]):
+            raise ValueError(f"part {name}-{n:05d} does not match its digest")
+        at = 0
+        while at < len(payload):
+            (count,) = _COUNT.unpack_from(payload, at)
+            at += _COUNT.size
+            keys, values = array("Q"), array("I")
+            keys.frombytes(payload[at : at + 8 * count])
+            values.frombytes(payload[at + 8 * count : at + 12 * count])
+            at += 12 * count
+            blocks.append((keys, values))
+    return blocks

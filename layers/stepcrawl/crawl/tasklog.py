@@ -378,11 +378,11 @@ class TaskLog:
 
     def view_state(self) -> ViewState:
         """The view as far as ``seq``, for a checkpoint (``crawl/checkpoints.py``). The maps'
-        arrays are taken as they are now; later changes build new ones."""
+        blocks are taken as they are now; later changes build new ones."""
         return ViewState(
             seq=self.seq,
-            urls=FingerprintMap.of_arrays(*self.urls.arrays()),
-            commits=FingerprintMap.of_arrays(*self.commits.arrays()),
+            urls=FingerprintMap.of_blocks(self.urls.blocks()),
+            commits=FingerprintMap.of_blocks(self.commits.blocks()),
             quality=Counter(self.quality),
             sample_parts=[part for _, part in self.sample_parts],
             parts=self.parts,
