@@ -217,3 +217,40 @@ def record_of(s: CrawlServices) -> dict[str, Any]:
     found = s.table.get(task_key(RUN, TASK))
     assert found is not None
     return found
+
+
+def test_a_checkpoint_this_role_may_not_read_sends_the_reader_to_the_log() -> None:
+    """The console's role may not read ``views/``: its re-drive reads the log instead."""
+    s = started()
+    for n in range(12):
+        commit(s, n)
+    real_get = s.blobs.get
+
+    def refusing(key: str) -> bytes:
+        if key.startswith("views/"):
+            raise AccessDeniedError(f"s3:GetObject on {key}")
+        return real_get(key)
+
+    s.blobs.get = refusing  # type: ignore[method-assign]
+    assert load_checkpoint(s.table, s.blobs, RUN, TASK) is None
+    the_same(TaskLog(RUN, TASK).refresh(s.table, s.blobs), full_fold(s))
+
+
+def test_a_reader_never_mixes_the_parts_of_two_writers_of_one_sequence() -> None:
+    """Two writers of one sequence may cut their blocks differently; a reader that found
+    one's head and the other's parts must not take them for a view."""
+    s = started()
+    blocks = [(array("Q", [10 * b, 10 * b + 1]), array("I", [1, 1])) for b in range(4)]
+    first = ViewState(seq=7, urls=FingerprintMap.of_blocks(blocks), commits=FingerprintMap())
+    rest = [k for keys, _ in blocks[1:] for k in keys]
+    merged = [blocks[0], (array("Q", rest), array("I", [1] * len(rest)))]  # cut otherwise
+    second = replace(first, urls=FingerprintMap.of_blocks(merged))
+    assert write_checkpoint(s.table, s.blobs, RUN, TASK, first, part_bytes=28)
+    prefix = checkpoint_prefix(RUN, TASK, 7)
+    parts = {k: s.blobs.get(k) for k in s.blobs.list(prefix) if "/urls-" in k}
+    assert len(parts) == 4
+    write_checkpoint(s.table, s.blobs, RUN, TASK, second, part_bytes=28)  # its head, part 0
+    for key, body in parts.items():
+        if not key.endswith("00000.bin"):
+            s.blobs.put(key, body)  # the first writer's later parts, written last
+    assert load_checkpoint(s.table, s.blobs, RUN, TASK) is None, "a mix is no view"

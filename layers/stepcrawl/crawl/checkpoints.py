@@ -8,14 +8,16 @@ appends the round sequence writes its view of the task (:class:`ViewState`) to t
 - the compact maps' arrays (``crawl/fingerprints.py``) as parts of at most
   :data:`PART_BYTES` each, so neither the writer nor the reader holds a second copy of the
   view, only one part;
-- a head naming the parts with their digests, the sequence, and the view's small fields
+- a head naming how many parts each map has and their writer, the sequence, and the view's
+  small fields
   (the data profile's counts, its sample of items parts);
 - then a pointer item (:func:`~stepcrawl.table_keys.checkpoint_key`), moved by a condition
   on the checkpoint it replaces: the head and parts exist before anything names them.
 
 A cold container reads the pointer, the head and the parts, and then only the entries after
 the checkpoint. A view is the fold of entries 1..seq in order, so every writer of sequence
-``seq`` writes the same bytes under the same names, and a checkpoint is as good as the
+``seq`` writes the same view (each part names its writer, as blocks may be cut
+differently, so a reader never mixes two writers' parts), and a checkpoint is as good as the
 log it replaces. The pointer keeps the checkpoint before it; the one before that is deleted
 when the pointer moves, so a reader one checkpoint behind still finds its parts, and a reader
 that finds a part gone (or not matching its digest) reads the pointer again, or falls back to
@@ -27,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import struct
 from array import array
 from collections import Counter
@@ -34,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from stepcrawl.crawl.fingerprints import Block, FingerprintMap
+from stepcrawl.errors import StepcrawlError
 from stepcrawl.storage import BlobStore, Cond, Table
 from stepcrawl.table_keys import checkpoint_key
 
@@ -90,14 +94,21 @@ def write_checkpoint(
 ) -> bool:
     """Write ``state`` as the task's checkpoint and point to it; ``False`` if the pointer
     already names a later one (this one is then deleted). The head goes first, so a writer
-    that dies half-way leaves parts a later delete finds by it."""
+    that dies half-way leaves a head naming its parts (deleted with the checkpoint of its
+    sequence two checkpoints on only if the pointer ever named it; else at the lifecycle's
+    expiry)."""
     prefix = checkpoint_prefix(run, task, state.seq)
+    writer = os.urandom(_DIGEST_BYTES)
     cuts = {
         "urls": _cut(state.urls.blocks(), part_bytes),
         "commits": _cut(state.commits.blocks(), part_bytes),
     }
     head = {
         "seq": state.seq,
+        # Two writers of one sequence may cut their blocks differently (blocks depend on the
+        # merges a map went through): each part names its writer, and a reader takes only
+        # the parts of its head's, never a mix.
+        "writer": writer.hex(),
         "parts": {name: len(cut) for name, cut in cuts.items()},
         "quality": {str(k): v for k, v in state.quality.items()},
         "sample_parts": state.sample_parts,
@@ -109,7 +120,7 @@ def write_checkpoint(
             payload = b"".join(
                 b for keys, values in blocks for b in (_COUNT.pack(len(keys)), keys, values)
             )  # one part's copy at a time
-            blobs.put(f"{prefix}{name}-{n:05d}.bin", _digest(payload) + payload)
+            blobs.put(f"{prefix}{name}-{n:05d}.bin", writer + _digest(payload) + payload)
     return _move_pointer(table, blobs, run, task, state.seq)
 
 
@@ -154,12 +165,12 @@ def _delete(blobs: BlobStore, run: str, task: str, seq: int) -> None:
     functions may not list the bucket)."""
     prefix = checkpoint_prefix(run, task, seq)
     try:
-        head = json.loads(blobs.get(f"{prefix}head.json"))
+        parts = dict(json.loads(blobs.get(f"{prefix}head.json"))["parts"])
     except KeyError:
-        return  # deleted already (or never whole: its parts share the names of a rewrite)
-    names = [
-        f"{prefix}{name}-{n:05d}.bin" for name, count in head["parts"].items() for n in range(count)
-    ]
+        return  # deleted already
+    except (ValueError, TypeError):
+        parts = {}  # a damaged head: its own name at least
+    names = [f"{prefix}{name}-{n:05d}.bin" for name, count in parts.items() for n in range(count)]
     blobs.delete_many([*names, f"{prefix}head.json"])
 
 
@@ -181,7 +192,9 @@ def load_checkpoint(
             return _read(blobs, checkpoint_prefix(run, task, seq), seq)
         except KeyError:
             continue  # deleted meanwhile, two checkpoints later: read the pointer again
-        except ValueError as bad:
+        except (ValueError, StepcrawlError) as bad:
+            # Damaged, mixed, or not readable by this role (an S3 error, a grant missing):
+            # the log itself is always there to read.
             logger.warning("task %s: checkpoint %d unreadable (%s); reads the log", task, seq, bad)
             return None
     return None
@@ -203,12 +216,16 @@ def _read(blobs: BlobStore, prefix: str, seq: int) -> ViewState:
 
 
 def _blocks(blobs: BlobStore, prefix: str, name: str, head: dict[str, Any]) -> list[Block]:
-    """The blocks of map ``name``, part by part, each part checked against its digest."""
+    """The blocks of map ``name``, part by part, each part checked against its writer and its
+    digest."""
+    writer = bytes.fromhex(str(head["writer"]))
     blocks: list[Block] = []
     for n in range(int(head["parts"][name])):
         part = memoryview(blobs.get(f"{prefix}{name}-{n:05d}.bin"))
-        payload = part[_DIGEST_BYTES:]
-        if _digest(payload) != bytes(part[:_DIGEST_BYTES]):
+        payload = part[2 * _DIGEST_BYTES :]
+        if bytes(part[:_DIGEST_BYTES]) != writer:
+            raise ValueError(f"part {name}-{n:05d} is another writer's than its head")
+        if _digest(payload) != bytes(part[_DIGEST_BYTES : 2 * _DIGEST_BYTES]):
             raise ValueError(f"part {name}-{n:05d} does not match its digest")
         at = 0
         while at < len(payload):
