@@ -254,3 +254,39 @@ def test_a_reader_never_mixes_the_parts_of_two_writers_of_one_sequence() -> None
         if not key.endswith("00000.bin"):
             s.blobs.put(key, body)  # the first writer's later parts, written last
     assert load_checkpoint(s.table, s.blobs, RUN, TASK) is None, "a mix is no view"
+
+
+def test_a_warm_view_far_behind_goes_on_from_the_checkpoint(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A container whose view last read the log long ago (a quiet parse container, the
+    sweeper) takes the newer checkpoint, not every entry since by key."""
+    monkeypatch.setattr(tasklog, "_MAX_PROBE", 4)
+    s = started()
+    for n in range(3):
+        commit(s, n)
+    table = s.table
+    assert isinstance(table, MemoryTable)
+    warm = TaskLog(RUN, TASK).refresh(table, s.blobs)
+    assert warm.seq == 4
+    for n in range(3, 40):
+        commit(s, n)
+    read: list[int] = []
+    real_query, real_batch_get = table.query, table.batch_get
+
+    def counting_query(pk: str, **kwargs: Any) -> Any:
+        found = real_query(pk, **kwargs)
+        read.extend(int(item["sk"]) for item in found)
+        return found
+
+    def counting_batch_get(keys: Any, **kwargs: Any) -> Any:
+        found = real_batch_get(keys, **kwargs)
+        read.extend(int(item["sk"]) for item in found.values())
+        return found
+
+    table.query = counting_query  # type: ignore[method-assign]
+    table.batch_get = counting_batch_get  # type: ignore[method-assign]
+    warm.refresh(table, s.blobs)
+    the_same(warm, full_fold(s))
+    assert warm.seq == 41
+    assert sorted(read) == [5, 6, 7, 8, 41], "a full probe, then only what follows the checkpoint"

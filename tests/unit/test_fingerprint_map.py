@@ -107,3 +107,17 @@ def test_blocks_read_back_must_be_whole_and_in_order() -> None:
     ):
         with pytest.raises(ValueError, match="block"):
             FingerprintMap.of_blocks(bad)
+
+
+def test_a_snapshot_keeps_the_map_as_it_was() -> None:
+    """A checkpoint's view is taken under the log's lock as a snapshot; changes made after it,
+    to the map or to the snapshot, must not show in the other."""
+    original = FingerprintMap()
+    for key in range(1, 40):
+        original.add(key * 7, key)
+    snap = original.snapshot()
+    original[3] = 5
+    original[7] = 9
+    snap[11] = 2
+    assert [snap.get(3), snap.get(7), snap.get(11), len(snap)] == [None, 1, 2, 40]
+    assert [original.get(3), original.get(7), original.get(11), len(original)] == [5, 9, None, 40]

@@ -118,8 +118,8 @@ class FingerprintMap:
 
     @classmethod
     def of_blocks(cls, blocks: Sequence[Block]) -> FingerprintMap:
-        """The map of ``blocks`` as :meth:`blocks` gave them (taken, not copied)."""
-        made = cls()
+        """The map of ``blocks`` as :meth:`blocks` gave them (taken, not copied), checked:
+        for blocks read from outside (a checkpoint)."""
         last: int | None = None
         for keys, values in blocks:
             if keys.typecode != "Q" or values.typecode != "I" or len(keys) != len(values):
@@ -127,6 +127,17 @@ class FingerprintMap:
             if not keys or (last is not None and keys[0] <= last) or _TOMBSTONE in values:
                 raise ValueError("blocks must be non-empty, in key order, with no value 0")
             last = keys[-1]
+        return cls._taking(blocks)
+
+    def snapshot(self) -> FingerprintMap:
+        """This map as it is now, sharing its merged blocks: later changes to either build new
+        arrays. Unlike :meth:`of_blocks` it checks nothing (the blocks are this map's own), so
+        a checkpoint taken under the log's lock costs a merge, not a scan of every value."""
+        return self._taking(self.blocks())
+
+    @classmethod
+    def _taking(cls, blocks: Sequence[Block]) -> FingerprintMap:
+        made = cls()
         made._blocks = list(blocks)
         made._firsts = [keys[0] for keys, _ in blocks]
         made._size = made._stored = sum(len(keys) for keys, _ in blocks)

@@ -381,8 +381,8 @@ class TaskLog:
         blocks are taken as they are now; later changes build new ones."""
         return ViewState(
             seq=self.seq,
-            urls=FingerprintMap.of_blocks(self.urls.blocks()),
-            commits=FingerprintMap.of_blocks(self.commits.blocks()),
+            urls=self.urls.snapshot(),
+            commits=self.commits.snapshot(),
             quality=Counter(self.quality),
             sample_parts=[part for _, part in self.sample_parts],
             parts=self.parts,
@@ -395,11 +395,11 @@ class TaskLog:
         self.parts = state.parts
 
     def _catch_up(self, table: Table, blobs: BlobStore) -> tuple[int, bool]:
-        """A cold view: start from the task's checkpoint, if any, then read the entries after
-        it stripe by stripe, a page of each per round, applying them in order up to the first
-        one not read yet. Returns how many entries it applied, and whether it read to the
-        end (every stripe's last page short, nothing left past a gap): if not, the probes of
-        :meth:`refresh` go on from there."""
+        """A view far behind: start from the task's checkpoint if it is newer, then read the
+        entries after it stripe by stripe, a page of each per round, applying them in order up
+        to the first one not read yet. Returns how many entries it applied, and whether it
+        read to the end (every stripe's last page short, nothing left past a gap): if not, the
+        probes of :meth:`refresh` go on from there."""
         state = load_checkpoint(table, blobs, self.run, self.task, newer_than=self.seq)
         if state is not None:
             logger.info("task %s: the view starts from its checkpoint at %d", self.task, state.seq)
@@ -429,8 +429,9 @@ class TaskLog:
         """Read and apply the deltas appended since ``seq``: consistent batched reads of the
         next sequences by key, until one is missing (sequences are appended one by one, so
         the first missing one is the end); a spilled payload from ``blobs``. A cold view
-        whose first read finds the log longer than it asked for goes on from the task's
-        checkpoint and reads what follows by stripe (:meth:`_catch_up`)."""
+        whose first read finds the log longer than it asked for, or a warm one behind by more
+        than the largest probe, goes on from the task's checkpoint and reads what follows by
+        stripe (:meth:`_catch_up`)."""
         found_in_all = 0
         while True:
             probe = max(1, min(_MAX_PROBE, self.probe))
@@ -441,12 +442,14 @@ class TaskLog:
                 self.apply(delta)
             applied = len(deltas)
             found_in_all += applied
-            if self.cold:
-                self.cold = False
-                if applied == probe:  # a long log: its checkpoint, then by stripe
-                    caught, to_the_end = self._catch_up(table, blobs)
-                    found_in_all += caught
-                    applied = 0 if to_the_end else probe
+            # A long way to go: a cold view's first probe, or a warm one still full at the
+            # largest probe, goes on from the checkpoint (if newer), then by stripe.
+            far_behind = applied == probe and (self.cold or probe == _MAX_PROBE)
+            self.cold = False
+            if far_behind:
+                caught, to_the_end = self._catch_up(table, blobs)
+                found_in_all += caught
+                applied = 0 if to_the_end else probe
             if applied < probe:
                 # Ask next time for as many as this refresh found, plus the one that ends it.
                 self.probe = min(found_in_all + 1, _FIRST_PROBE)
