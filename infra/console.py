@@ -46,7 +46,7 @@ from aws_cdk import aws_s3_deployment as s3deploy
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
-from infra.access import PROFILES
+from infra.access import LOG_SPILLS, PROFILES, VIEWS
 from infra.config import StackConfig
 from infra.functions import StepcrawlFunction, WorkerSpec
 from infra.layers import LIBRARY_DIR
@@ -414,6 +414,8 @@ class Console(Construct):
         | topology, redrive          | the table: read (task records, breakers, failures);    |
         |                            | redrive writes (re-opens failed URLs)                  |
         | topology                   | the bucket: read ``profiles/`` (data profiles)         |
+        | redrive                    | the bucket: the log's spills (read, write) and its     |
+        |                            | checkpoints ``views/`` (read, write, delete)           |
         | topology probes            | GetQueueAttributes on the three queues and their DLQs; |
         |                            | ListEventSourceMappings (a mapping's concurrency)      |
         | redrive                    | send to the fetch queue (feed)                         |
@@ -427,6 +429,20 @@ class Console(Construct):
             grantee=function,
             actions=["s3:GetObject"],
             resource_arns=[storage.bucket.arn_for_objects(PROFILES)],
+        )
+        # A re-drive appends to the task's log like any commit: it reads the view from its
+        # checkpoint (without it, a cold console reads the whole log: 40,000 requests at 100M
+        # URLs), reads and writes entries too big for an item, and its append may write the
+        # next checkpoint and delete the one two back (crawl/checkpoints.py).
+        iam.Grant.add_to_principal(
+            grantee=function,
+            actions=["s3:GetObject", "s3:PutObject"],
+            resource_arns=[storage.bucket.arn_for_objects(LOG_SPILLS)],
+        )
+        iam.Grant.add_to_principal(
+            grantee=function,
+            actions=["s3:GetObject", "s3:PutObject", "s3:DeleteObject"],
+            resource_arns=[storage.bucket.arn_for_objects(VIEWS)],
         )
         for queue in (queues.control, queues.fetch, queues.parse):
             for each in (queue.queue, queue.dead_letters):

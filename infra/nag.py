@@ -217,7 +217,8 @@ def _console_function(stack: StepcrawlStack, console: Console) -> None:
     bucket_resource = stack.storage.bucket.node.default_child
     assert isinstance(bucket_resource, CfnElement)
     bucket = stack.resolve(stack.get_logical_id(bucket_resource))
-    _ack(policy, f"IAM5[Resource::<{bucket}.Arn>/{PROFILES}]", PREFIX_REASON)
+    for prefix in (PROFILES, LOG_SPILLS, VIEWS):
+        _ack(policy, f"IAM5[Resource::<{bucket}.Arn>/{prefix}]", PREFIX_REASON)
     for name in stack.pipelines.machines:
         arn = (
             "arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:"

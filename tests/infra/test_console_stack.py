@@ -372,13 +372,19 @@ def test_the_function_has_least_privilege(on) -> None:
         "xray:PutTelemetryRecords",
         "lambda:ListEventSourceMappings",
     }
-    # The table: the stack's own only; the bucket: GetObject of data profiles only (a task's
-    # profile too big for its record, which the topology shows).
+    # The table: the stack's own only; the bucket: GetObject of data profiles (a task's
+    # profile too big for its record, which the topology shows), and the log's objects.
     table = on.logical_id(stack.storage.table)
     assert {r for a, r in grants if a.startswith("dynamodb:")} == {f"<{table}.Arn>"}
     bucket = on.logical_id(stack.storage.bucket)
     assert {(a, r) for a, r in grants if a.startswith("s3:")} == {
-        ("s3:GetObject", f"<{bucket}.Arn>/profiles/*")
+        ("s3:GetObject", f"<{bucket}.Arn>/profiles/*"),
+        # a re-drive appends to the log: its spills, and its checkpoints (read, next, prune)
+        ("s3:GetObject", f"<{bucket}.Arn>/log/*"),
+        ("s3:PutObject", f"<{bucket}.Arn>/log/*"),
+        ("s3:GetObject", f"<{bucket}.Arn>/views/*"),
+        ("s3:PutObject", f"<{bucket}.Arn>/views/*"),
+        ("s3:DeleteObject", f"<{bucket}.Arn>/views/*"),
     }
     # Queues: depths of all six; sending to the fetch queue only (re-drive feeds it).
     fetch = on.logical_id(stack.queues.fetch.queue)
