@@ -8,10 +8,12 @@ per second of the crawl (Scrapy: first request to last response; stepcrawl: the 
 task's duration in report.json, i.e. from its state entered to its state exited, deploy
 time excluded and reported separately). `stepcrawl run` runs twice: with the batching windows
 the stack deploys (fetch waits up to 1 s for a full batch, as Lambda does) and with
-`--short-windows` (a tenth of that), each ratio printed.
+`--short-windows` (a tenth of that), each ratio printed; both with `stepcrawl run`'s own
+cap on fetch's and parse's containers (this machine's cores + 1) unless `--containers N`.
 
     .venv/bin/pip install --require-hashes -r requirements/bench.txt
     .venv/bin/python bench/vs_scrapy.py [--categories 8 --products 100] [--repeat 1]
+        [--containers N]
 """
 
 from __future__ import annotations
@@ -59,12 +61,16 @@ def run_scrapy(seed: str, work: Path) -> dict[str, Any]:
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
-def run_stepcrawl(seed: str, work: Path, *, short_windows: bool = False) -> dict[str, Any]:
+def run_stepcrawl(
+    seed: str, work: Path, *, short_windows: bool = False, containers: int | None = None
+) -> dict[str, Any]:
     pipeline = work / "bench-shop.yaml"
     pipeline.write_text(yaml.safe_dump(crawl_only_pipeline(seed)), encoding="utf-8")
     out = work / "stepcrawl-out"
     started = time.perf_counter()
     options = ["--short-windows"] if short_windows else []
+    if containers is not None:
+        options += ["--containers", str(containers)]
     subprocess.run(
         [sys.executable, "-m", "stepcrawl.cli", "run", str(pipeline), "--out", str(out), *options],
         check=True,
@@ -90,6 +96,12 @@ def main() -> None:
     parser.add_argument("--categories", type=int, default=8)
     parser.add_argument("--products", type=int, default=100)
     parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument(
+        "--containers",
+        type=int,
+        default=None,
+        help="stepcrawl run --containers (default: its own, this machine's cores + 1)",
+    )
     args = parser.parse_args()
     site = subprocess.Popen(
         [sys.executable, "-c", SITE, str(args.categories), str(args.products)],
@@ -108,9 +120,10 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             for _ in range(args.repeat):
                 results["scrapy"].append(run_scrapy(seed, Path(tmp)))
-                results["stepcrawl"].append(run_stepcrawl(seed, Path(tmp)))
+                cap = args.containers
+                results["stepcrawl"].append(run_stepcrawl(seed, Path(tmp), containers=cap))
                 results["stepcrawl --short-windows"].append(
-                    run_stepcrawl(seed, Path(tmp), short_windows=True)
+                    run_stepcrawl(seed, Path(tmp), short_windows=True, containers=cap)
                 )
     finally:
         site.terminate()

@@ -38,3 +38,26 @@ def test_chaos_changes_nothing_in_the_items(tmp_path: Path, cloud_env: None) -> 
     faults = json.loads((tmp_path / "report.json").read_text("utf-8"))["faults"]
     assert faults["crashes"] > 0
     assert faults["duplicates"] > 0
+
+
+def test_a_local_run_caps_fetch_and_parse_at_the_machine_share(
+    tmp_path: Path, cloud_env: None
+) -> None:
+    """`stepcrawl run` starts at most ``containers_per_function`` containers of fetch and of
+    parse (the mappings the scaler sets: 10 and 5 as deployed), and says so in its report;
+    the crawl is as exact with one container each."""
+    run, exact = run_demo(
+        tmp_path,
+        # wide enough that fetch and parse run several containers at once when uncapped
+        model=ShopModel(categories=6, products_per_category=20),
+        console=Console(file=(tmp_path / "console.txt").open("w")),
+        containers_per_function=1,
+    )
+    assert run.status.status == "SUCCEEDED", run.report
+    assert exact, "the export differs from the catalogue"
+    report = json.loads((tmp_path / "report.json").read_text("utf-8"))
+    assert report["local"]["containers_per_function"] == 1
+    invocations = report["invocations"]
+    assert invocations["fetch"]["max_concurrent"] == invocations["parse"]["max_concurrent"] == 1
+    assert invocations["fetch"]["invocations"] > 1, "the crawl did go through fetch"
+    assert report["cold_starts"]["fetch"]["containers"] == 1, "one container, kept warm"

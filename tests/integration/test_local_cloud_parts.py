@@ -8,7 +8,7 @@ import boto3
 from moto import mock_aws
 
 from stepcrawl.emulator.server import Emulator
-from stepcrawl.local.cloud import MappingConcurrency
+from stepcrawl.local.concurrency import MappingConcurrency
 
 
 @mock_aws
@@ -37,6 +37,11 @@ def test_a_changed_maximum_concurrency_is_read_back() -> None:
     assert reader() == 12
     cached = MappingConcurrency(lam, mapping["UUID"], 7, ttl=3600.0)
     assert cached() == 7  # not re-read before its ttl: the runtime asks on every poll loop
+    # The machine's share caps what the scaler sets, and only that: below it, the setting.
+    capped = MappingConcurrency(lam, mapping["UUID"], 5, ttl=0.0, cap=3)
+    assert capped() == 3
+    lam.update_event_source_mapping(UUID=mapping["UUID"], ScalingConfig={"MaximumConcurrency": 2})
+    assert capped() == 2
 
 
 def test_a_second_emulator_in_the_same_process_starts_clean() -> None:

@@ -37,6 +37,17 @@ AlertsOption = Annotated[
     ),
 ]
 
+ContainersOption = Annotated[
+    int | None,
+    typer.Option(
+        "--containers",
+        min=1,
+        max=64,
+        show_default="this machine's cores + 1",
+        help="At most this many containers each of fetch and parse, whatever the scaler "
+        "asks for: locally they share this machine's cores (docs/local.md, Containers).",
+    ),
+]
 MetricsPortOption = Annotated[
     int | None,
     typer.Option(
@@ -85,6 +96,7 @@ def run(
             "report says so (docs/local.md, Containers).",
         ),
     ] = False,
+    containers: ContainersOption = None,
 ) -> None:
     """Run a pipeline on the local cloud (the stack deployed into an embedded emulator).
 
@@ -93,6 +105,7 @@ def run(
     it failed, 2 when the pipeline is invalid, 130 when interrupted (Ctrl-C).
     """
     from stepcrawl.emulator.alarms import read_alert_channels  # noqa: PLC0415
+    from stepcrawl.local.concurrency import machine_containers  # noqa: PLC0415
     from stepcrawl.local.runner import run_local  # noqa: PLC0415
     from stepcrawl.run_status import new_run_id  # noqa: PLC0415 - heavy imports
 
@@ -108,6 +121,7 @@ def run(
             alerts=channels,
             state=state,
             batching_window_scale=SHORT_WINDOWS if short_windows else 1.0,
+            containers_per_function=containers or machine_containers(),
         )
     )
     _summary(result.report, out_dir)
@@ -123,16 +137,20 @@ def run(
 
 
 @app.command()
-def demo(out_dir: OutOption = Path("out/demo")) -> None:
+def demo(out_dir: OutOption = Path("out/demo"), containers: ContainersOption = None) -> None:
     """Crawl the bundled demo shop (served on 127.0.0.1) with the bundled demo pipeline.
 
     Runs on the local cloud like `stepcrawl run`, then checks the export against the shop's
     catalogue.
     """
+    from stepcrawl.local.concurrency import machine_containers  # noqa: PLC0415
     from stepcrawl.local.demo import run_demo  # noqa: PLC0415 - heavy imports
 
+    cap = containers or machine_containers()
     try:
-        result, exact = _or_exit(lambda: run_demo(out_dir, console=err))
+        result, exact = _or_exit(
+            lambda: run_demo(out_dir, console=err, containers_per_function=cap)
+        )
     except KeyboardInterrupt:
         err.print(f"[yellow]interrupted; partial results in {out_dir}/[/]")
         raise typer.Exit(EXIT_INTERRUPTED) from None
@@ -172,6 +190,7 @@ def serve(
             "pipelines/demo-shop.yaml crawls.",
         ),
     ] = False,
+    containers: ContainersOption = None,
 ) -> None:
     """Keep a local cloud up: the stack deployed, functions polling, schedules firing.
 
@@ -180,6 +199,7 @@ def serve(
     it (nothing is kept but the pipeline files the console saved, and their history).
     """
     from stepcrawl.emulator.alarms import read_alert_channels  # noqa: PLC0415 - heavy imports
+    from stepcrawl.local.concurrency import machine_containers  # noqa: PLC0415
     from stepcrawl.local.serve import DEFAULT_SERVE_LOG, ServeSettings, serve_local  # noqa: PLC0415
     from stepcrawl.pipeline import discover  # noqa: PLC0415
 
@@ -194,6 +214,7 @@ def serve(
         console_port=console_port,
         probe_interval_ms=probe_interval,
         demo_site=demo_site,
+        containers_per_function=containers or machine_containers(),
     )
     with contextlib.ExitStack() as running:
         served = _or_exit(lambda: running.enter_context(serve_local(found, settings, err)))

@@ -50,13 +50,19 @@ from stepcrawl.emulator.server import ACCOUNT, REGION, Emulator
 from stepcrawl.emulator.ttl import TtlReaper, ttl_attributes
 from stepcrawl.environment import quiet_node_deprecation
 from stepcrawl.errors import ConfigError
-from stepcrawl.names import ENV_PIPELINES_DIR
+from stepcrawl.local.concurrency import MappingConcurrency
+from stepcrawl.names import ENV_FETCH_MAPPING, ENV_PARSE_MAPPING, ENV_PIPELINES_DIR
 from stepcrawl.run_status import RunStatus
 from stepcrawl.runtime import close_containers
 from stepcrawl.scaling.scaler import SCALER_FUNCTION as SCALER
 from stepcrawl.storage import Usage
 
-__all__ = ["LOCAL_SCALE_EVERY", "LOCAL_STAGE", "LocalCloud", "MappingConcurrency", "synthesize"]
+__all__ = [
+    "LOCAL_SCALE_EVERY",
+    "LOCAL_STAGE",
+    "LocalCloud",
+    "synthesize",
+]
 
 log = logging.getLogger(__name__)
 
@@ -144,28 +150,6 @@ class _FunctionOutput(io.TextIOBase):
         return self.terminal.encoding
 
 
-class MappingConcurrency:
-    """A mapping's ``MaximumConcurrency`` as the Lambda API reports it now (cached briefly).
-
-    The runtime re-reads it on every poll loop, so a change made through the API (the scaler,
-    or ``aws lambda update-event-source-mapping``) takes effect within ``ttl`` seconds.
-    """
-
-    def __init__(self, client: Any, uuid: str, initial: int, *, ttl: float = 5.0) -> None:
-        self.client, self.uuid, self.value, self.ttl = client, uuid, initial, ttl
-        self._read_at = time.monotonic()
-        self._lock = threading.Lock()
-
-    def __call__(self) -> int:
-        with self._lock:
-            if time.monotonic() - self._read_at >= self.ttl:
-                self._read_at = time.monotonic()
-                mapping = self.client.get_event_source_mapping(UUID=self.uuid)
-                configured = mapping.get("ScalingConfig", {}).get("MaximumConcurrency")
-                self.value = int(configured or self.value)
-            return self.value
-
-
 class LocalCloud:
     """Emulator + local Lambda runtime + schedules + TTL for one stack; a context manager.
 
@@ -178,6 +162,9 @@ class LocalCloud:
     periods scaled alike (:mod:`stepcrawl.emulator.alarms`; ``None``: not evaluated).
     ``batching_window_scale`` plays the mappings' batching windows at that share of their
     deployed length (1: as Lambda does; ``stepcrawl run --short-windows``: 0.1).
+    ``containers_per_function`` caps the concurrency the scaler sets on fetch and parse
+    (``stepcrawl run`` and ``serve``: :func:`machine_containers`; ``None``: the scaler's, as
+    on Lambda).
     """
 
     def __init__(
@@ -192,10 +179,16 @@ class LocalCloud:
         scale_every: float | None = LOCAL_SCALE_EVERY,
         alarm_every: float | None = LOCAL_ALARM_EVERY,
         batching_window_scale: float = 1.0,
+        containers_per_function: int | None = None,
         enforce_iam: bool = True,
     ) -> None:
+        if containers_per_function is not None and containers_per_function < 1:
+            raise ConfigError(
+                f"containers per function must be at least 1, got {containers_per_function}"
+            )
         self.template = template
         self.batching_window_scale = batching_window_scale
+        self.containers_per_function = containers_per_function
         self.stage = stage
         self.emulator = Emulator(template, stack_name=stack_name(stage), enforce_iam=enforce_iam)
         self.pipelines_dir = pipelines_dir.resolve()
@@ -263,6 +256,13 @@ class LocalCloud:
             config["FunctionArn"]: functions[name].name for name, config in stack.functions.items()
         }
         by_name = {config["FunctionArn"]: name for name, config in stack.functions.items()}
+        # The mappings the scaler sets (its environment names them): the ones capped.
+        scaled = {
+            value
+            for config in stack.functions.values()
+            for key, value in config.get("Environment", {}).get("Variables", {}).items()
+            if key in (ENV_FETCH_MAPPING, ENV_PARSE_MAPPING)
+        }
         mappings = [
             MappingSpec(
                 by_arn[m["FunctionArn"]],
@@ -273,6 +273,7 @@ class LocalCloud:
                     self.emulator.client("lambda"),
                     m["UUID"],
                     int(m.get("ScalingConfig", {}).get("MaximumConcurrency", 2)),
+                    cap=self.containers_per_function if m["UUID"] in scaled else None,
                 ),
                 report_batch_item_failures="ReportBatchItemFailures"
                 in m.get("FunctionResponseTypes", []),

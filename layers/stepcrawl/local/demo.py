@@ -34,8 +34,10 @@ def run_demo(
     console: Console | None = None,
     chaos: Chaos | None = None,
     sweep_every: float | None = None,
+    containers_per_function: int | None = None,
 ) -> tuple[LocalRun, bool]:
-    """Serve the shop, run the demo pipeline on the local cloud; (the run, items as expected)."""
+    """Serve the shop, run the demo pipeline on the local cloud; (the run, items as expected).
+    ``containers_per_function``: as :func:`~stepcrawl.local.runner.run_local`'s."""
     model = model or ShopModel()
     with DemoSite(model) as site:
         pipeline = demo_pipeline(site.url)
@@ -46,6 +48,7 @@ def run_demo(
             console=console,
             chaos=chaos,
             sweep_every=sweep_every,
+            containers_per_function=containers_per_function,
         )
     last = pipeline.dag().topological_order()[-1]
     expected = sorted(model.expected_items(), key=lambda i: i["sku"])

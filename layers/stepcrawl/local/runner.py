@@ -91,6 +91,7 @@ def run_local(
     timeout: float | None = None,
     state: Path | None = None,
     batching_window_scale: float = 1.0,
+    containers_per_function: int | None = None,
 ) -> LocalRun:
     """Run ``pipeline`` once on the local cloud; write ``out``; the outcome.
 
@@ -104,7 +105,9 @@ def run_local(
     is a recrawl (:mod:`stepcrawl.local.page_states`).
 
     ``batching_window_scale``: the share of each mapping's batching window played (1: the
-    deployed length, as Lambda waits it); the report says which (``"local"``)."""
+    deployed length, as Lambda waits it); ``containers_per_function``: the cap on fetch's and
+    parse's containers (``stepcrawl run``: :func:`~stepcrawl.local.concurrency.machine_containers`;
+    ``None``: the scaler's count); the report says both (``"local"``)."""
     console = console or Console(stderr=True)
     out.mkdir(parents=True, exist_ok=True)
     with staged_pipelines([(pipeline, source)]) as directory:
@@ -121,6 +124,7 @@ def run_local(
                 scale_every=scale_every,
                 alarm_every=alarm_every,
                 batching_window_scale=batching_window_scale,
+                containers_per_function=containers_per_function,
             ).start()
             if alerts is not None:
                 store_alert_channels(
@@ -208,7 +212,10 @@ def _invocations(cloud: LocalCloud) -> dict[str, Any]:
         # per function: its container processes' measured cold starts (count, median, max ms)
         "cold_starts": cloud.runtime.init_durations(),
         # where local mode plays AWS differently on request (1: the deployed windows)
-        "local": {"batching_window_scale": cloud.batching_window_scale},
+        "local": {
+            "batching_window_scale": cloud.batching_window_scale,
+            "containers_per_function": cloud.containers_per_function,
+        },
         "faults": {
             "crashes": sum(s.chaos_crashes for s in stats),
             "duplicates": sum(s.chaos_duplicates for s in stats),

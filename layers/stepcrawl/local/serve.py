@@ -43,6 +43,8 @@ class ServeSettings:
     probe_interval_ms: int = 2000
     demo_site: bool = False
     log_path: Path = field(default=DEFAULT_SERVE_LOG)
+    #: the cap on fetch's and parse's containers (``None``: the scaler's count)
+    containers_per_function: int | None = None
 
 
 @dataclass(frozen=True)
@@ -80,7 +82,13 @@ def serve_local(
     with staged_pipelines(list(pipelines)) as directory, contextlib.ExitStack() as running:
         with status.status("synthesizing the stack and deploying it locally ..."):
             template = synthesize(directory, stage=stage, alert_secrets=secrets)
-            cloud = LocalCloud(template, directory, stage=stage, log_path=settings.log_path)
+            cloud = LocalCloud(
+                template,
+                directory,
+                stage=stage,
+                log_path=settings.log_path,
+                containers_per_function=settings.containers_per_function,
+            )
             cloud.start()
             running.enter_context(cloud)
             if channels is not None:
