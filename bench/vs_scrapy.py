@@ -6,10 +6,11 @@ each runs in its own process: Scrapy with bench/scrapy_shop.py, stepcrawl with
 the same six fields with the same politeness (no delay, robots.txt obeyed). Compared: pages
 per second of the crawl (Scrapy: first request to last response; stepcrawl: the crawl
 task's duration in report.json, i.e. from its state entered to its state exited, deploy
-time excluded and reported separately). `stepcrawl run` runs twice: with the batching windows
-the stack deploys (fetch waits up to 1 s for a full batch, as Lambda does) and with
-`--short-windows` (a tenth of that), each ratio printed; both with `stepcrawl run`'s own
-cap on fetch's and parse's containers (this machine's cores + 1) unless `--containers N`.
+time excluded and reported separately). `stepcrawl run` runs twice: as it runs by default
+(the batching windows played at a tenth of their deployed length) and with
+`--deployed-windows` (fetch waits up to 1 s for a full batch, as Lambda does), each ratio
+printed; both with `stepcrawl run`'s own cap on fetch's and parse's containers (this
+machine's cores + 1) unless `--containers N`.
 
     .venv/bin/pip install --require-hashes -r requirements/bench.txt
     .venv/bin/python bench/vs_scrapy.py [--categories 8 --products 100] [--repeat 1]
@@ -62,13 +63,13 @@ def run_scrapy(seed: str, work: Path) -> dict[str, Any]:
 
 
 def run_stepcrawl(
-    seed: str, work: Path, *, short_windows: bool = False, containers: int | None = None
+    seed: str, work: Path, *, deployed_windows: bool = False, containers: int | None = None
 ) -> dict[str, Any]:
     pipeline = work / "bench-shop.yaml"
     pipeline.write_text(yaml.safe_dump(crawl_only_pipeline(seed)), encoding="utf-8")
     out = work / "stepcrawl-out"
     started = time.perf_counter()
-    options = ["--short-windows"] if short_windows else []
+    options = ["--deployed-windows"] if deployed_windows else []
     if containers is not None:
         options += ["--containers", str(containers)]
     subprocess.run(
@@ -115,22 +116,22 @@ def main() -> None:
         results: dict[str, list[dict[str, Any]]] = {
             "scrapy": [],
             "stepcrawl": [],
-            "stepcrawl --short-windows": [],
+            "stepcrawl --deployed-windows": [],
         }
         with tempfile.TemporaryDirectory() as tmp:
             for _ in range(args.repeat):
                 results["scrapy"].append(run_scrapy(seed, Path(tmp)))
                 cap = args.containers
                 results["stepcrawl"].append(run_stepcrawl(seed, Path(tmp), containers=cap))
-                results["stepcrawl --short-windows"].append(
-                    run_stepcrawl(seed, Path(tmp), short_windows=True, containers=cap)
+                results["stepcrawl --deployed-windows"].append(
+                    run_stepcrawl(seed, Path(tmp), deployed_windows=True, containers=cap)
                 )
     finally:
         site.terminate()
     best = {k: max(r["pages_per_second"] for r in v) for k, v in results.items()}
     summary = {"site": vars(args), "runs": results, "best_pages_per_second": best}
     print(json.dumps(summary, indent=2))
-    for name in ("stepcrawl", "stepcrawl --short-windows"):
+    for name in ("stepcrawl", "stepcrawl --deployed-windows"):
         print(f"{name} / scrapy = {best[name] / best['scrapy']:.2f}")
 
 

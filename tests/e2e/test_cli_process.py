@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -86,7 +87,11 @@ def test_demo_crawls_the_shop_end_to_end_on_the_local_cloud(tmp_path: Path) -> N
         started = report["cold_starts"][function]
         assert started["containers"] >= 1
         assert 0 < started["median_ms"] <= started["max_ms"]
-    assert report["local"] == {"batching_window_scale": 1.0}  # the deployed windows
+    # By default a local run plays the batching windows short and runs the machine's share
+    # of fetch and parse containers (docs/local.md, Containers), and says so.
+    cores = os.cpu_count() or 1
+    assert report["local"] == {"batching_window_scale": 0.1, "containers_per_function": cores + 1}
+    assert "batching windows played at 0.1 of their deployed length" in result.stdout
 
 
 @pytest.mark.slow
@@ -99,12 +104,15 @@ def test_run_exits_1_and_names_the_failed_task(tmp_path: Path) -> None:
             tasks={"check_products": {"schema": {"properties": {"price": {"const": 0}}}}},
         )
         pipeline = write_pipeline(strict, tmp_path / "shop.yaml")
-        result = stepcrawl("run", str(pipeline), "--out", str(tmp_path / "o"), "--short-windows")
+        out = str(tmp_path / "o")
+        result = stepcrawl(
+            "run", str(pipeline), "--out", out, "--deployed-windows", "--containers", "2"
+        )
     assert result.returncode == 1, result.stderr
     assert "task check_products failed" in result.stderr
-    assert "batching windows played at 0.1 of their deployed length" in result.stdout
+    assert "batching windows played" not in result.stdout
     report = json.loads((tmp_path / "o" / "report.json").read_text(encoding="utf-8"))
-    assert report["local"] == {"batching_window_scale": 0.1}
+    assert report["local"] == {"batching_window_scale": 1.0, "containers_per_function": 2}
     assert report["status"] == "FAILED"
     assert report["tasks"]["check_products"]["state"] == "failed"
     assert report["tasks"]["export_products"]["state"] == "pending"

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 __all__: list[str] = []
 
 EXIT_INTERRUPTED = 130
-#: ``--short-windows``: the share of each batching window a local run then plays.
+#: ``--short-windows`` (the default): the share of each batching window a local run plays.
 SHORT_WINDOWS = 0.1
 
 OutOption = Annotated[Path, typer.Option("--out", "-o", help="Where to write the results.")]
@@ -37,6 +37,16 @@ AlertsOption = Annotated[
     ),
 ]
 
+WindowsOption = Annotated[
+    bool,
+    typer.Option(
+        "--short-windows/--deployed-windows",
+        help="Play the functions' batching windows at a tenth of their deployed length (fetch "
+        "waits 0.1 s, not 1 s, for a full batch), as local mode plays the scaler's and the "
+        "alarms' minutes short; or at their deployed length, as Lambda waits them. The "
+        "report says which (docs/local.md, Containers).",
+    ),
+]
 ContainersOption = Annotated[
     int | None,
     typer.Option(
@@ -87,15 +97,7 @@ def run(
             "(docs/pipelines.md, Incremental recrawls).",
         ),
     ] = None,
-    short_windows: Annotated[
-        bool,
-        typer.Option(
-            "--short-windows",
-            help="Play the functions' batching windows at a tenth of their deployed length "
-            "(fetch waits 0.1 s, not 1 s, for a full batch): faster, less like AWS; the "
-            "report says so (docs/local.md, Containers).",
-        ),
-    ] = False,
+    short_windows: WindowsOption = True,
     containers: ContainersOption = None,
 ) -> None:
     """Run a pipeline on the local cloud (the stack deployed into an embedded emulator).
@@ -137,7 +139,11 @@ def run(
 
 
 @app.command()
-def demo(out_dir: OutOption = Path("out/demo"), containers: ContainersOption = None) -> None:
+def demo(
+    out_dir: OutOption = Path("out/demo"),
+    short_windows: WindowsOption = True,
+    containers: ContainersOption = None,
+) -> None:
     """Crawl the bundled demo shop (served on 127.0.0.1) with the bundled demo pipeline.
 
     Runs on the local cloud like `stepcrawl run`, then checks the export against the shop's
@@ -149,7 +155,12 @@ def demo(out_dir: OutOption = Path("out/demo"), containers: ContainersOption = N
     cap = containers or machine_containers()
     try:
         result, exact = _or_exit(
-            lambda: run_demo(out_dir, console=err, containers_per_function=cap)
+            lambda: run_demo(
+                out_dir,
+                console=err,
+                batching_window_scale=SHORT_WINDOWS if short_windows else 1.0,
+                containers_per_function=cap,
+            )
         )
     except KeyboardInterrupt:
         err.print(f"[yellow]interrupted; partial results in {out_dir}/[/]")
@@ -190,6 +201,7 @@ def serve(
             "pipelines/demo-shop.yaml crawls.",
         ),
     ] = False,
+    short_windows: WindowsOption = True,
     containers: ContainersOption = None,
 ) -> None:
     """Keep a local cloud up: the stack deployed, functions polling, schedules firing.
@@ -214,6 +226,7 @@ def serve(
         console_port=console_port,
         probe_interval_ms=probe_interval,
         demo_site=demo_site,
+        batching_window_scale=SHORT_WINDOWS if short_windows else 1.0,
         containers_per_function=containers or machine_containers(),
     )
     with contextlib.ExitStack() as running:
@@ -257,5 +270,6 @@ def _summary(report: dict[str, object], out_dir: Path) -> None:
     scale = local.get("batching_window_scale", 1.0) if isinstance(local, dict) else 1.0
     if scale != 1.0:
         out.print(
-            f"batching windows played at {scale:g} of their deployed length (--short-windows)"
+            f"batching windows played at {scale:g} of their deployed length "
+            "(--deployed-windows to play them as Lambda does)"
         )

@@ -161,7 +161,7 @@ class LocalCloud:
     The stack's alarms are evaluated every ``alarm_every`` seconds, a local minute, with their
     periods scaled alike (:mod:`stepcrawl.emulator.alarms`; ``None``: not evaluated).
     ``batching_window_scale`` plays the mappings' batching windows at that share of their
-    deployed length (1: as Lambda does; ``stepcrawl run --short-windows``: 0.1).
+    deployed length (1: as Lambda does; ``stepcrawl run``: 0.1, unless ``--deployed-windows``).
     ``containers_per_function`` caps the concurrency the scaler sets on fetch and parse
     (``stepcrawl run`` and ``serve``: :func:`machine_containers`; ``None``: the scaler's, as
     on Lambda).

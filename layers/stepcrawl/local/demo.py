@@ -34,10 +34,12 @@ def run_demo(
     console: Console | None = None,
     chaos: Chaos | None = None,
     sweep_every: float | None = None,
+    batching_window_scale: float = 1.0,
     containers_per_function: int | None = None,
 ) -> tuple[LocalRun, bool]:
     """Serve the shop, run the demo pipeline on the local cloud; (the run, items as expected).
-    ``containers_per_function``: as :func:`~stepcrawl.local.runner.run_local`'s."""
+    ``batching_window_scale``, ``containers_per_function``: as
+    :func:`~stepcrawl.local.runner.run_local`'s."""
     model = model or ShopModel()
     with DemoSite(model) as site:
         pipeline = demo_pipeline(site.url)
@@ -48,6 +50,7 @@ def run_demo(
             console=console,
             chaos=chaos,
             sweep_every=sweep_every,
+            batching_window_scale=batching_window_scale,
             containers_per_function=containers_per_function,
         )
     last = pipeline.dag().topological_order()[-1]

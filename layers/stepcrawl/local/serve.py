@@ -43,6 +43,8 @@ class ServeSettings:
     probe_interval_ms: int = 2000
     demo_site: bool = False
     log_path: Path = field(default=DEFAULT_SERVE_LOG)
+    #: the share of each batching window played (1: the deployed length)
+    batching_window_scale: float = 1.0
     #: the cap on fetch's and parse's containers (``None``: the scaler's count)
     containers_per_function: int | None = None
 
@@ -87,6 +89,7 @@ def serve_local(
                 directory,
                 stage=stage,
                 log_path=settings.log_path,
+                batching_window_scale=settings.batching_window_scale,
                 containers_per_function=settings.containers_per_function,
             )
             cloud.start()
