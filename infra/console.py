@@ -422,28 +422,7 @@ class Console(Construct):
         """
         stack = Stack.of(self)
         storage.table.grant_read_write_data(function)
-        # A finished task's data profile, where it is too big for its record (quality/): one
-        # action on one prefix (grant_read's Get*/List* groups are wider than the route reads;
-        # the bucket is S3-managed encrypted, so no key grant).
-        iam.Grant.add_to_principal(
-            grantee=function,
-            actions=["s3:GetObject"],
-            resource_arns=[storage.bucket.arn_for_objects(PROFILES)],
-        )
-        # A re-drive appends to the task's log like any commit: it reads the view from its
-        # checkpoint (without it, a cold console reads the whole log: 40,000 requests at 100M
-        # URLs), reads and writes entries too big for an item, and its append may write the
-        # next checkpoint and delete the one two back (crawl/checkpoints.py).
-        iam.Grant.add_to_principal(
-            grantee=function,
-            actions=["s3:GetObject", "s3:PutObject"],
-            resource_arns=[storage.bucket.arn_for_objects(LOG_SPILLS)],
-        )
-        iam.Grant.add_to_principal(
-            grantee=function,
-            actions=["s3:GetObject", "s3:PutObject", "s3:DeleteObject"],
-            resource_arns=[storage.bucket.arn_for_objects(VIEWS)],
-        )
+        _grant_objects(function, storage)
         for queue in (queues.control, queues.fetch, queues.parse):
             for each in (queue.queue, queue.dead_letters):
                 each.grant(function, "sqs:GetQueueAttributes")
@@ -492,3 +471,25 @@ class _AccessLogs:
     @property
     def format(self) -> apigateway.AccessLogFormat:
         return self._format
+
+
+def _grant_objects(function: lambda_.Function, storage: Storage) -> None:
+    """The bucket's objects the console's routes touch: one action list per prefix
+    (grant_read's Get*/List* groups are wider than the routes need; the bucket is S3-managed
+    encrypted, so no key grant)."""
+    by_prefix = {
+        # A finished task's data profile, where it is too big for its record (quality/).
+        PROFILES: ["s3:GetObject"],
+        # A re-drive appends to the task's log like any commit: it reads and writes entries
+        # too big for an item; it reads the view from its checkpoint (without it, a cold
+        # console reads the whole log: 40,000 requests at 100M URLs), and its append may write
+        # the next checkpoint and delete the one two back (crawl/checkpoints.py).
+        LOG_SPILLS: ["s3:GetObject", "s3:PutObject"],
+        VIEWS: ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"],
+    }
+    for prefix, actions in by_prefix.items():
+        iam.Grant.add_to_principal(
+            grantee=function,
+            actions=actions,
+            resource_arns=[storage.bucket.arn_for_objects(prefix)],
+        )

@@ -61,3 +61,7 @@ def test_a_local_run_caps_fetch_and_parse_at_the_machine_share(
     assert invocations["fetch"]["max_concurrent"] == invocations["parse"]["max_concurrent"] == 1
     assert invocations["fetch"]["invocations"] > 1, "the crawl did go through fetch"
     assert report["cold_starts"]["fetch"]["containers"] == 1, "one container, kept warm"
+    # The scaler decides within what runs (its maximum: the cap, or 2, the least it may set).
+    decisions = [d for tick in report["scaling"] for d in tick["decisions"]]
+    assert decisions, "the scaler ticked during the run"
+    assert max(d["concurrency"] for d in decisions) <= 2, decisions

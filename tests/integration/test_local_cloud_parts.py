@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import boto3
 from moto import mock_aws
 
 from stepcrawl.emulator.server import Emulator
-from stepcrawl.local.concurrency import MappingConcurrency
+from stepcrawl.local.concurrency import MappingConcurrency, capped_scaler_settings
+from stepcrawl.scaling.aws import parse_settings, settings_json
+from stepcrawl.scaling.settings import ScalerSettings
 
 
 @mock_aws
@@ -55,3 +58,17 @@ def test_a_second_emulator_in_the_same_process_starts_clean() -> None:
         urls = second.client("sqs").list_queues().get("QueueUrls", [])
         assert len(urls) == 1
         assert not any("left-behind" in url for url in urls)
+
+
+def test_the_local_scaler_decides_within_the_containers_that_run() -> None:
+    """With fetch and parse capped at the machine's share, the scaler's highest concurrency is
+    that share: it reads each container's pace against the concurrency it set, so a setting
+    above what runs would read as slow containers and climb to its maximum."""
+    deployed = settings_json(ScalerSettings(min_concurrency=2, max_concurrency=1000))
+    scaler, _ = parse_settings(json.loads(capped_scaler_settings(deployed, 3)))
+    assert (scaler.min_concurrency, scaler.max_concurrency) == (2, 3)
+    # the rest as deployed, and never below the lowest a mapping accepts
+    assert scaler.qps_high == ScalerSettings().qps_high
+    floor, _ = parse_settings(json.loads(capped_scaler_settings(deployed, 1)))
+    assert floor.max_concurrency == 2
+    assert parse_settings(json.loads(capped_scaler_settings("", 4)))[0].max_concurrency == 4

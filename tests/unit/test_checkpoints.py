@@ -256,11 +256,12 @@ def test_a_reader_never_mixes_the_parts_of_two_writers_of_one_sequence() -> None
     assert load_checkpoint(s.table, s.blobs, RUN, TASK) is None, "a mix is no view"
 
 
-def test_a_warm_view_far_behind_goes_on_from_the_checkpoint(
+def test_a_warm_view_far_behind_reads_on_by_stripe_not_from_the_checkpoint(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A container whose view last read the log long ago (a quiet parse container, the
-    sweeper) takes the newer checkpoint, not every entry since by key."""
+    sweeper) reads on by stripe, a page of each at once, instead of probing key by key; it
+    takes no checkpoint, which would hold a second whole view beside its own."""
     monkeypatch.setattr(tasklog, "_MAX_PROBE", 4)
     s = started()
     for n in range(3):
@@ -272,7 +273,9 @@ def test_a_warm_view_far_behind_goes_on_from_the_checkpoint(
     for n in range(3, 40):
         commit(s, n)
     read: list[int] = []
-    real_query, real_batch_get = table.query, table.batch_get
+    batches: list[int] = []
+    blob_reads: list[str] = []
+    real_query, real_batch_get, real_get = table.query, table.batch_get, s.blobs.get
 
     def counting_query(pk: str, **kwargs: Any) -> Any:
         found = real_query(pk, **kwargs)
@@ -281,12 +284,20 @@ def test_a_warm_view_far_behind_goes_on_from_the_checkpoint(
 
     def counting_batch_get(keys: Any, **kwargs: Any) -> Any:
         found = real_batch_get(keys, **kwargs)
+        batches.append(len(keys))
         read.extend(int(item["sk"]) for item in found.values())
         return found
 
+    def counting_get(key: str, *args: Any, **kwargs: Any) -> Any:
+        blob_reads.append(key)
+        return real_get(key, *args, **kwargs)
+
     table.query = counting_query  # type: ignore[method-assign]
     table.batch_get = counting_batch_get  # type: ignore[method-assign]
+    s.blobs.get = counting_get  # type: ignore[method-assign]
     warm.refresh(table, s.blobs)
     the_same(warm, full_fold(s))
     assert warm.seq == 41
-    assert sorted(read) == [5, 6, 7, 8, 41], "a full probe, then only what follows the checkpoint"
+    assert sorted(read) == list(range(5, 42)), "each entry read once"
+    assert len(batches) == 1, f"one full probe, then by stripe: {batches}"
+    assert not [key for key in blob_reads if key.startswith("views/")], blob_reads

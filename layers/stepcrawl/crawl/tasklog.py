@@ -33,10 +33,9 @@ A container keeps the state of the tasks it served (:class:`TaskLogs`: one compa
 the URLs' fingerprints, 12 bytes a URL, one of the commits' ids, and the last few deltas) and
 reads only the deltas after the last one it applied, by key (their stripes are known), in
 one batched consistent read per round. A container new to a task starts from the task's
-latest checkpoint (:mod:`stepcrawl.crawl.checkpoints`, written by the commits every
+latest checkpoint (:mod:`stepcrawl.crawl.checkpoints`, written every
 ``CrawlConfig.log_checkpoint_entries`` entries) and reads the entries after it by stripe.
-Fingerprints are 64 bits: the chance that two of ten
-million URLs of one task collide is about 3 in a million.
+Fingerprints are 64 bits: two of ten million URLs of one task collide at odds of 3 in a million.
 """
 
 from __future__ import annotations
@@ -394,14 +393,13 @@ class TaskLog:
         self.sample_parts = sorted(_sample_rank(part) for part in state.sample_parts)
         self.parts = state.parts
 
-    def _catch_up(self, table: Table, blobs: BlobStore) -> tuple[int, bool]:
-        """A view far behind: start from the task's checkpoint if it is newer, then read the
-        entries after it stripe by stripe, a page of each per round, applying them in order up
-        to the first one not read yet. Returns how many entries it applied, and whether it
-        read to the end (every stripe's last page short, nothing left past a gap): if not, the
-        probes of :meth:`refresh` go on from there."""
-        state = load_checkpoint(table, blobs, self.run, self.task, newer_than=self.seq)
-        if state is not None:
+    def _catch_up(self, table: Table, blobs: BlobStore, *, cold: bool) -> tuple[int, bool]:
+        """A view far behind: a cold one from the task's checkpoint (a warm one would hold
+        two views at once), then by stripe, a page of each per round, applied in order up to
+        the first entry not read yet. How many it applied, and whether it read to the end
+        (every page short, nothing past a gap); if not, :meth:`refresh` probes on."""
+        state = cold and load_checkpoint(table, blobs, self.run, self.task, newer_than=self.seq)
+        if state:
             logger.info("task %s: the view starts from its checkpoint at %d", self.task, state.seq)
             self._adopt(state)
         applied = 0
@@ -427,11 +425,9 @@ class TaskLog:
 
     def refresh(self, table: Table, blobs: BlobStore) -> TaskLog:
         """Read and apply the deltas appended since ``seq``: consistent batched reads of the
-        next sequences by key, until one is missing (sequences are appended one by one, so
-        the first missing one is the end); a spilled payload from ``blobs``. A cold view
-        whose first read finds the log longer than it asked for, or a warm one behind by more
-        than the largest probe, goes on from the task's checkpoint and reads what follows by
-        stripe (:meth:`_catch_up`)."""
+        next sequences by key up to the first missing one (the end: sequences are appended one
+        by one); a spilled payload from ``blobs``. A view far behind reads by stripe
+        (:meth:`_catch_up`): a cold one whose first read was full, a warm one at full probes."""
         found_in_all = 0
         while True:
             probe = max(1, min(_MAX_PROBE, self.probe))
@@ -442,12 +438,9 @@ class TaskLog:
                 self.apply(delta)
             applied = len(deltas)
             found_in_all += applied
-            # A long way to go: a cold view's first probe, or a warm one still full at the
-            # largest probe, goes on from the checkpoint (if newer), then by stripe.
-            far_behind = applied == probe and (self.cold or probe == _MAX_PROBE)
-            self.cold = False
-            if far_behind:
-                caught, to_the_end = self._catch_up(table, blobs)
+            cold, self.cold = self.cold, False
+            if applied == probe and (cold or probe == _MAX_PROBE):  # far behind: by stripe
+                caught, to_the_end = self._catch_up(table, blobs, cold=cold)
                 found_in_all += caught
                 applied = 0 if to_the_end else probe
             if applied < probe:

@@ -46,12 +46,12 @@ from stepcrawl.emulator.scheduler import (
     schedules_from_template,
 )
 from stepcrawl.emulator.secrets import store_local_secrets
-from stepcrawl.emulator.server import ACCOUNT, REGION, Emulator
+from stepcrawl.emulator.server import ACCOUNT, REGION, DeployedStack, Emulator
 from stepcrawl.emulator.ttl import TtlReaper, ttl_attributes
 from stepcrawl.environment import quiet_node_deprecation
 from stepcrawl.errors import ConfigError
-from stepcrawl.local.concurrency import MappingConcurrency
-from stepcrawl.names import ENV_FETCH_MAPPING, ENV_PARSE_MAPPING, ENV_PIPELINES_DIR
+from stepcrawl.local.concurrency import MappingConcurrency, capped_scaler_settings
+from stepcrawl.names import ENV_FETCH_MAPPING, ENV_PARSE_MAPPING, ENV_PIPELINES_DIR, ENV_SCALER
 from stepcrawl.run_status import RunStatus
 from stepcrawl.runtime import close_containers
 from stepcrawl.scaling.scaler import SCALER_FUNCTION as SCALER
@@ -246,42 +246,8 @@ class LocalCloud:
         self.metrics = self._stack.enter_context(EmfForwarder(self.emulator.client("cloudwatch")))
         self._capture_function_output(self.log_path)
         sqs = self.emulator.client("sqs")
-        # The poller's session of each role (a container gets its own as it starts).
-        roles = {
-            name: self.emulator.role_identity(config["Role"], "lambda.amazonaws.com", name)
-            for name, config in stack.functions.items()
-        }
         functions = {name: self._function(name, config) for name, config in stack.functions.items()}
-        by_arn = {
-            config["FunctionArn"]: functions[name].name for name, config in stack.functions.items()
-        }
-        by_name = {config["FunctionArn"]: name for name, config in stack.functions.items()}
-        # The mappings the scaler sets (its environment names them): the ones capped.
-        scaled = {
-            value
-            for config in stack.functions.values()
-            for key, value in config.get("Environment", {}).get("Variables", {}).items()
-            if key in (ENV_FETCH_MAPPING, ENV_PARSE_MAPPING)
-        }
-        mappings = [
-            MappingSpec(
-                by_arn[m["FunctionArn"]],
-                sqs.get_queue_url(QueueName=m["EventSourceArn"].rsplit(":", 1)[-1])["QueueUrl"],
-                batch_size=int(m.get("BatchSize", 10)),
-                maximum_batching_window=float(m.get("MaximumBatchingWindowInSeconds", 0)),
-                max_concurrency=MappingConcurrency(
-                    self.emulator.client("lambda"),
-                    m["UUID"],
-                    int(m.get("ScalingConfig", {}).get("MaximumConcurrency", 2)),
-                    cap=self.containers_per_function if m["UUID"] in scaled else None,
-                ),
-                report_batch_item_failures="ReportBatchItemFailures"
-                in m.get("FunctionResponseTypes", []),
-                # Lambda's poller reads the queue with the function's role.
-                client=self.emulator.client("sqs", roles[by_name[m["FunctionArn"]]]),
-            )
-            for m in stack.mappings
-        ]
+        mappings = self._mappings(stack, functions)
         self.runtime = LambdaRuntime(
             list(functions.values()),
             mappings,
@@ -370,6 +336,45 @@ class LocalCloud:
 
         self._stack.callback(restore)
 
+    def _mappings(
+        self, stack: DeployedStack, functions: Mapping[str, FunctionSpec]
+    ) -> list[MappingSpec]:
+        """The stack's event source mappings as the runtime plays them: each polled with its
+        function's role, fetch's and parse's capped at :attr:`containers_per_function`."""
+        # The poller's session of each role (a container gets its own as it starts).
+        roles = {
+            name: self.emulator.role_identity(config["Role"], "lambda.amazonaws.com", name)
+            for name, config in stack.functions.items()
+        }
+        by_arn = {config["FunctionArn"]: name for name, config in stack.functions.items()}
+        # The mappings the scaler sets (its environment names them): the ones capped.
+        scaled = {
+            value
+            for config in stack.functions.values()
+            for key, value in config.get("Environment", {}).get("Variables", {}).items()
+            if key in (ENV_FETCH_MAPPING, ENV_PARSE_MAPPING)
+        }
+        sqs = self.emulator.client("sqs")
+        return [
+            MappingSpec(
+                functions[by_arn[m["FunctionArn"]]].name,
+                sqs.get_queue_url(QueueName=m["EventSourceArn"].rsplit(":", 1)[-1])["QueueUrl"],
+                batch_size=int(m.get("BatchSize", 10)),
+                maximum_batching_window=float(m.get("MaximumBatchingWindowInSeconds", 0)),
+                max_concurrency=MappingConcurrency(
+                    self.emulator.client("lambda"),
+                    m["UUID"],
+                    int(m.get("ScalingConfig", {}).get("MaximumConcurrency", 2)),
+                    cap=self.containers_per_function if m["UUID"] in scaled else None,
+                ),
+                report_batch_item_failures="ReportBatchItemFailures"
+                in m.get("FunctionResponseTypes", []),
+                # Lambda's poller reads the queue with the function's role.
+                client=self.emulator.client("sqs", roles[by_arn[m["FunctionArn"]]]),
+            )
+            for m in stack.mappings
+        ]
+
     def _function(self, name: str, config: Mapping[str, Any]) -> FunctionSpec:
         kind = _kind(name)
         environment = dict(config.get("Environment", {}).get("Variables", {}))
@@ -379,6 +384,9 @@ class LocalCloud:
             "AWS_DEFAULT_REGION": REGION,
             "POWERTOOLS_TRACE_DISABLED": "true",
         }
+        if kind == SCALER and self.containers_per_function is not None:
+            scaler = environment.get(ENV_SCALER, "")
+            environment[ENV_SCALER] = capped_scaler_settings(scaler, self.containers_per_function)
         return FunctionSpec(
             kind,
             f"{ROOT}/functions/{kind}/handler.py:handler",

@@ -1,14 +1,19 @@
 """How many containers of a queue-fed function local mode runs: the mapping's
-``MaximumConcurrency`` as the Lambda API reports it, within the machine's share."""
+``MaximumConcurrency`` as the Lambda API reports it, within the machine's share, which the
+local scaler's settings then take as its maximum."""
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
 from typing import Any
 
-__all__ = ["MappingConcurrency", "machine_containers"]
+__all__ = ["MappingConcurrency", "capped_scaler_settings", "machine_containers"]
+
+#: The most a mapping's ``--containers`` may be (and the default's bound on a big machine).
+MAX_CONTAINERS = 64
 
 
 def machine_containers() -> int:
@@ -20,7 +25,18 @@ def machine_containers() -> int:
     small shop cost cold starts and switching, not speed. On the 2-core box three of each did
     the small shop ~25% faster than the scaler's count (docs/performance.md, "Containers per
     function")."""
-    return (os.cpu_count() or 1) + 1
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return min((cores or 1) + 1, MAX_CONTAINERS)
+
+
+def capped_scaler_settings(raw: str, cap: int) -> str:
+    """The scaler's deployed settings (``STEPCRAWL_SCALER``, JSON) with its highest
+    ``MaximumConcurrency`` at ``cap``: a scaler that set more than runs would take each
+    container's pace for the mapping's and raise toward its maximum, and so would the feed
+    window it derives from the concurrency. Not below its lowest (mappings accept 2 and up)."""
+    data = json.loads(raw or "{}")
+    data["max_concurrency"] = max(cap, int(data.get("min_concurrency", 2)))
+    return json.dumps(data, sort_keys=True)
 
 
 class MappingConcurrency:

@@ -76,6 +76,22 @@ def staged_pipelines(pipelines: Sequence[tuple[Pipeline, Path | None]]) -> Itera
         yield directory
 
 
+def _watch(
+    cloud: LocalCloud, pipeline: str, run_id: str, timeout: float | None, console: Console
+) -> tuple[RunStatus, bool]:
+    """Start the run and show its progress until it ends: its status, and whether Ctrl-C
+    stopped it (the execution is then stopped too, and waited for)."""
+    assert cloud.deployment is not None
+    with RunProgress(console) as progress:
+        try:
+            return cloud.run(pipeline, run_id, timeout=timeout, on_tick=progress.update), False
+        except KeyboardInterrupt:
+            cloud.deployment.cancel(run_id, cause="interrupted (Ctrl-C)")
+            status = cloud.deployment.wait(run_id, pipeline=pipeline, timeout=30)
+            progress.update(status)
+            return status, True
+
+
 def run_local(
     pipeline: Pipeline,
     out: Path,
@@ -136,17 +152,7 @@ def run_local(
             assert cloud.deployment is not None
             if state is not None:  # incremental tasks: the last run's page states
                 load_page_states(cloud.deployment, pipeline.name, state)
-            interrupted = False
-            with RunProgress(console) as progress:
-                try:
-                    status = cloud.run(
-                        pipeline.name, run_id, timeout=timeout, on_tick=progress.update
-                    )
-                except KeyboardInterrupt:
-                    interrupted = True
-                    cloud.deployment.cancel(run_id, cause="interrupted (Ctrl-C)")
-                    status = cloud.deployment.wait(run_id, pipeline=pipeline.name, timeout=30)
-                    progress.update(status)
+            status, interrupted = _watch(cloud, pipeline.name, run_id, timeout, console)
             with console.status("reading the results back ..."):
                 report = write_run_outputs(
                     cloud.deployment,
