@@ -16,11 +16,12 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 # Its stage loads in the init (where Lambda measures the cold start), not at the first call.
 import stepcrawl.crawl.dispatch  # noqa: F401
 from stepcrawl.crawl.entrypoints import dispatch_record
-from stepcrawl.runtime import log_metrics, services_from_env
+from stepcrawl.runtime import log_metrics, prepare_container, services_from_env
 from stepcrawl.telemetry.tracing import handler_tracer
 
 logger = Logger(service="dispatch")
 tracer = handler_tracer("dispatch")
+prepare_container()  # its clients in the init, not in the first call
 processor = BatchProcessor(event_type=EventType.SQS)
 
 

@@ -13,11 +13,18 @@ import stepcrawl.crawl.fetch_stage
 import stepcrawl.fetch.client  # noqa: F401
 from stepcrawl.crawl.entrypoints import fetch_records
 from stepcrawl.crawl.sqs_batch import SqsBatch
-from stepcrawl.runtime import container_fetcher, container_loop, log_metrics, services_from_env
+from stepcrawl.runtime import (
+    container_fetcher,
+    container_loop,
+    log_metrics,
+    prepare_container,
+    services_from_env,
+)
 from stepcrawl.telemetry.tracing import handler_tracer
 
 logger = Logger(service="fetch")
 tracer = handler_tracer("fetch")
+prepare_container(fetcher=True)  # its clients in the init, not in the first call
 
 
 @log_metrics("fetch")

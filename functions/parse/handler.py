@@ -11,11 +11,12 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 import stepcrawl.crawl.parse_stage  # noqa: F401
 from stepcrawl.crawl.entrypoints import parse_records
 from stepcrawl.crawl.sqs_batch import SqsBatch
-from stepcrawl.runtime import log_metrics, services_from_env
+from stepcrawl.runtime import log_metrics, prepare_container, services_from_env
 from stepcrawl.telemetry.tracing import handler_tracer
 
 logger = Logger(service="parse")
 tracer = handler_tracer("parse")
+prepare_container()  # its clients in the init, not in the first call
 
 
 @log_metrics("parse")

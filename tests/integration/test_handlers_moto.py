@@ -28,7 +28,7 @@ from stepcrawl.crawl.context import CrawlConfig
 from stepcrawl.crawl.paths import items_prefix
 from stepcrawl.demo import DemoSite, ShopModel
 from stepcrawl.pipeline import Pipeline
-from stepcrawl.runtime import services_from_env
+from stepcrawl.runtime import prepare_container, services_from_env
 
 from .conftest import Moto
 
@@ -190,3 +190,21 @@ def test_a_compiled_run_through_the_real_handlers(aws: dict[str, Any]) -> None:
     expected = ShopModel().expected_items()
     assert sorted(i["sku"] for i in items) == sorted(e["sku"] for e in expected)
     assert all(m.invocations for m in mappings)
+
+
+def test_a_container_makes_its_clients_in_its_init(
+    aws: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The handlers call prepare_container() at import: in a Lambda container its services
+    (the AWS clients) are made then, and its first invocation takes them as they are."""
+    monkeypatch.delenv("AWS_LAMBDA_FUNCTION_NAME", raising=False)
+    prepare_container()
+    assert services_from_env.built() == [], "not a Lambda container: left to the first call"
+    monkeypatch.setenv("AWS_LAMBDA_FUNCTION_NAME", "stepcrawl-test-parse")
+    prepare_container()
+    ((_, made),) = services_from_env.built()
+    assert services_from_env() is made, "the first call takes what the init made"
+    services_from_env.cache_clear()
+    monkeypatch.delenv(names.ENV_TABLE)
+    prepare_container()  # no deployment named: nothing made, nothing raised (the call says)
+    assert services_from_env.built() == []
