@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -16,7 +15,7 @@ from stepcrawl.crawl.context import (
     CrawlServices,
     DirectoryRegistry,
 )
-from stepcrawl.environment import TableEnvironment, WorkerEnvironment
+from stepcrawl.environment import PlatformEnvironment, TableEnvironment, WorkerEnvironment
 from stepcrawl.errors import ConfigError
 from stepcrawl.storage import Meter, Table, Usage
 from stepcrawl.telemetry.emf import publish_metrics
@@ -142,9 +141,9 @@ def prepare_container(*, fetcher: bool = False) -> None:
     without making them. Only in a Lambda container (``AWS_LAMBDA_FUNCTION_NAME``) whose
     environment names a deployment: elsewhere (a test importing a handler) the first call
     makes them, or says what is missing."""
-    if not os.environ.get("AWS_LAMBDA_FUNCTION_NAME"):
-        return
     try:
+        if PlatformEnvironment.read().function_name is None:
+            return
         services_from_env()
     except ConfigError:
         return
