@@ -9,6 +9,9 @@ OUT    ?= out
 NPM_STAMP := node_modules/.package-lock.json
 
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
+# The .venv is installed without bytecode: with PYTHONDONTWRITEBYTECODE set (some images set it)
+# every process would compile every module it imports again, seconds each.
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: help setup demo test lint typecheck pytest schema synth sbom audit deploy clean console lock lockcheck
 
@@ -16,12 +19,16 @@ help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
 
 # Every distribution from the lock, each checked against its hash; then stepcrawl itself.
+# --no-compile: compiling every installed module to bytecode was most of the install (40 of
+# 54 s for the demo's set alone, measured); Python compiles a module when it is first imported
+# instead, and writes it once (see unexport below): the demo and the tests import a small part
+# of what is installed.
 $(STAMP): pyproject.toml requirements/dev.txt
 	$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11) and "stepcrawl needs Python 3.11+")'
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet --require-hashes -r requirements/dev.txt
-	$(BIN)/python -m pip install --quiet --no-deps -e .
+	$(BIN)/python -m pip install --quiet --no-compile --upgrade pip
+	$(BIN)/python -m pip install --quiet --no-compile --require-hashes -r requirements/dev.txt
+	$(BIN)/python -m pip install --quiet --no-compile --no-deps -e .
 	rm -f $(VENV)/.installed-*
 	touch $@
 
