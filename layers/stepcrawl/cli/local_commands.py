@@ -10,13 +10,14 @@ import contextlib
 import sys
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, TypedDict
 
 import typer
 from rich.table import Table
 
 from stepcrawl.cli import _load_or_exit, _or_exit, app, err, out
 from stepcrawl.cli.stack_commands import print_table
+from stepcrawl.local.concurrency import MAX_CONTAINERS, machine_containers
 
 if TYPE_CHECKING:
     pass
@@ -52,7 +53,7 @@ ContainersOption = Annotated[
     typer.Option(
         "--containers",
         min=1,
-        max=64,
+        max=MAX_CONTAINERS,
         show_default="this machine's cores + 1",
         help="At most this many containers each of fetch and parse, whatever the scaler "
         "asks for: locally they share this machine's cores (docs/local.md, Containers).",
@@ -78,6 +79,19 @@ ConsolePortOption = Annotated[
         help="Serve the console (docs/console.md) on http://127.0.0.1:PORT/ (0: a free port).",
     ),
 ]
+
+
+class _Pace(TypedDict):
+    batching_window_scale: float
+    containers_per_function: int
+
+
+def _pace(short_windows: bool, containers: int | None) -> _Pace:
+    """What run, demo and serve pass on from ``--short-windows`` and ``--containers``."""
+    return _Pace(
+        batching_window_scale=SHORT_WINDOWS if short_windows else 1.0,
+        containers_per_function=containers or machine_containers(),
+    )
 
 
 @app.command()
@@ -107,7 +121,6 @@ def run(
     it failed, 2 when the pipeline is invalid, 130 when interrupted (Ctrl-C).
     """
     from stepcrawl.emulator.alarms import read_alert_channels  # noqa: PLC0415
-    from stepcrawl.local.concurrency import machine_containers  # noqa: PLC0415
     from stepcrawl.local.runner import run_local  # noqa: PLC0415
     from stepcrawl.run_status import new_run_id  # noqa: PLC0415 - heavy imports
 
@@ -122,8 +135,7 @@ def run(
             console=err,
             alerts=channels,
             state=state,
-            batching_window_scale=SHORT_WINDOWS if short_windows else 1.0,
-            containers_per_function=containers or machine_containers(),
+            **_pace(short_windows, containers),
         )
     )
     _summary(result.report, out_dir)
@@ -149,19 +161,11 @@ def demo(
     Runs on the local cloud like `stepcrawl run`, then checks the export against the shop's
     catalogue.
     """
-    from stepcrawl.local.concurrency import machine_containers  # noqa: PLC0415
     from stepcrawl.local.demo import run_demo  # noqa: PLC0415 - heavy imports
 
-    cap = containers or machine_containers()
+    pace = _pace(short_windows, containers)
     try:
-        result, exact = _or_exit(
-            lambda: run_demo(
-                out_dir,
-                console=err,
-                batching_window_scale=SHORT_WINDOWS if short_windows else 1.0,
-                containers_per_function=cap,
-            )
-        )
+        result, exact = _or_exit(lambda: run_demo(out_dir, console=err, **pace))
     except KeyboardInterrupt:
         err.print(f"[yellow]interrupted; partial results in {out_dir}/[/]")
         raise typer.Exit(EXIT_INTERRUPTED) from None
@@ -211,7 +215,6 @@ def serve(
     it (nothing is kept but the pipeline files the console saved, and their history).
     """
     from stepcrawl.emulator.alarms import read_alert_channels  # noqa: PLC0415 - heavy imports
-    from stepcrawl.local.concurrency import machine_containers  # noqa: PLC0415
     from stepcrawl.local.serve import DEFAULT_SERVE_LOG, ServeSettings, serve_local  # noqa: PLC0415
     from stepcrawl.pipeline import discover  # noqa: PLC0415
 
@@ -226,8 +229,7 @@ def serve(
         console_port=console_port,
         probe_interval_ms=probe_interval,
         demo_site=demo_site,
-        batching_window_scale=SHORT_WINDOWS if short_windows else 1.0,
-        containers_per_function=containers or machine_containers(),
+        **_pace(short_windows, containers),
     )
     with contextlib.ExitStack() as running:
         served = _or_exit(lambda: running.enter_context(serve_local(found, settings, err)))

@@ -10,7 +10,7 @@ import threading
 import time
 from typing import Any
 
-__all__ = ["MappingConcurrency", "capped_scaler_settings", "machine_containers"]
+__all__ = ["MAX_CONTAINERS", "MappingConcurrency", "capped_scaler_settings", "machine_containers"]
 
 #: The most a mapping's ``--containers`` may be (and the default's bound on a big machine).
 MAX_CONTAINERS = 64
