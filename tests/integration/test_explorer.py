@@ -180,8 +180,10 @@ def test_the_explorer_finds_a_checkpoint_one_entry_short(monkeypatch: pytest.Mon
     pages were recorded, so it records them again. The explorer must find it."""
     real = commit.write_checkpoint
 
-    def one_short(table: Any, blobs: Any, run: str, task: str, state: ViewState) -> bool:
-        return real(table, blobs, run, task, replace(state, seq=state.seq + 1))
+    def one_short(
+        table: Any, blobs: Any, run: str, task: str, state: ViewState, **kwargs: Any
+    ) -> bool:
+        return real(table, blobs, run, task, replace(state, seq=state.seq + 1), **kwargs)
 
     monkeypatch.setattr(commit, "write_checkpoint", one_short)
     logging.disable(logging.WARNING)

@@ -9,9 +9,10 @@ from typing import Any
 import pytest
 from tests.helpers.tasklog import memory_services
 
-from stepcrawl.crawl import tasklog
+from stepcrawl.crawl import checkpoints, tasklog
 from stepcrawl.crawl.accounting import create_task_record
 from stepcrawl.crawl.checkpoints import (
+    SKIPPED_DELETES,
     ViewState,
     checkpoint_prefix,
     load_checkpoint,
@@ -135,6 +136,76 @@ def test_a_checkpoint_older_than_the_pointer_is_not_named_and_is_deleted() -> No
     assert not write_checkpoint(s.table, s.blobs, RUN, TASK, late)
     assert s.table.get(checkpoint_key(RUN, TASK))["seq"] == 15  # type: ignore[index]
     assert f"{3:010d}" not in checkpoints_kept(s)
+
+
+def _view(seq: int) -> ViewState:
+    blocks = [(array("Q", [seq, seq + 1]), array("I", [1, 1]))]
+    return ViewState(seq=seq, urls=FingerprintMap.of_blocks(blocks), commits=FingerprintMap())
+
+
+class _DiedError(Exception):
+    """The container's end between its checkpoint's parts and the pointer."""
+
+
+def _dies_before_the_pointer(s: CrawlServices, seq: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    def dead(*args: Any) -> None:
+        raise _DiedError
+
+    with monkeypatch.context() as m:
+        m.setattr(checkpoints, "_move_pointer", dead)
+        with pytest.raises(_DiedError):
+            write_checkpoint(s.table, s.blobs, RUN, TASK, _view(seq), every=EVERY)
+
+
+def test_a_checkpoint_whose_writer_died_is_deleted_by_the_move_that_skips_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    s = started()
+    assert write_checkpoint(s.table, s.blobs, RUN, TASK, _view(5), every=EVERY)
+    _dies_before_the_pointer(s, 10, monkeypatch)
+    assert checkpoints_kept(s) == [f"{5:010d}", f"{10:010d}"], "nothing names 10"
+    assert write_checkpoint(s.table, s.blobs, RUN, TASK, _view(15), every=EVERY)
+    assert checkpoints_kept(s) == [f"{5:010d}", f"{15:010d}"]
+    loaded = load_checkpoint(s.table, s.blobs, RUN, TASK)
+    assert loaded is not None
+    assert loaded.seq == 15
+
+
+def test_a_slow_writer_passed_by_the_pointer_leaves_nothing_it_wrote() -> None:
+    """The move past it deletes what its head named then; the writer goes on writing parts,
+    finds the pointer past it and deletes all it wrote, by name."""
+    s = started()
+    assert write_checkpoint(s.table, s.blobs, RUN, TASK, _view(5), every=EVERY)
+    real_put = s.blobs.put
+    passed = False
+
+    def put_then_be_passed(key: str, body: bytes) -> None:
+        nonlocal passed
+        real_put(key, body)
+        if key.endswith("urls-00000.bin") and not passed:
+            passed = True  # the next round's writer moves the pointer past, meanwhile
+            assert write_checkpoint(s.table, s.blobs, RUN, TASK, _view(15), every=EVERY)
+
+    s.blobs.put = put_then_be_passed  # type: ignore[method-assign]
+    blocks = [(array("Q", [10 * b, 10 * b + 1]), array("I", [1, 1])) for b in range(3)]
+    slow = ViewState(seq=10, urls=FingerprintMap.of_blocks(blocks), commits=FingerprintMap())
+    assert not write_checkpoint(s.table, s.blobs, RUN, TASK, slow, every=EVERY, part_bytes=28)
+    assert passed
+    assert checkpoints_kept(s) == [f"{5:010d}", f"{15:010d}"]
+
+
+def test_a_move_deletes_only_the_newest_skipped_checkpoints(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    s = started()
+    assert write_checkpoint(s.table, s.blobs, RUN, TASK, _view(5), every=EVERY)
+    orphans = [5 * k for k in range(2, SKIPPED_DELETES + 4)]
+    for seq in orphans:
+        _dies_before_the_pointer(s, seq, monkeypatch)
+    last = orphans[-1] + EVERY
+    assert write_checkpoint(s.table, s.blobs, RUN, TASK, _view(last), every=EVERY)
+    left = [f"{seq:010d}" for seq in orphans[: len(orphans) - SKIPPED_DELETES]]
+    assert checkpoints_kept(s) == [f"{5:010d}", *left, f"{last:010d}"]
 
 
 def test_a_missing_or_damaged_checkpoint_falls_back_to_the_log() -> None:

@@ -22,11 +22,19 @@ log it replaces. The pointer keeps the checkpoint before it; the one before that
 when the pointer moves, so a reader one checkpoint behind still finds its parts, and a reader
 that finds a part gone (or not matching its digest) reads the pointer again, or falls back to
 the log, which is kept whole (:data:`~stepcrawl.crawl.tasklog.LOG_TTL`).
+
+A writer that dies between its head and the pointer leaves a checkpoint nothing names. Its
+sequence is a round one the pointer then skips (it moves from the one before to a later
+one), so the move that skips it deletes it, the :data:`SKIPPED_DELETES` newest skipped at
+most (the rest wait for the bucket's lifecycle). A writer that was only slow finds the
+pointer past it and deletes everything it wrote itself, by name: whatever the mover deleted
+before the writer had finished, nothing it wrote is left.
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import logging
 import os
@@ -43,6 +51,7 @@ from stepcrawl.table_keys import checkpoint_key
 
 __all__ = [
     "PART_BYTES",
+    "SKIPPED_DELETES",
     "ViewState",
     "checkpoint_prefix",
     "load_checkpoint",
@@ -53,6 +62,10 @@ logger = logging.getLogger("stepcrawl.checkpoints")
 
 #: Most bytes of one part: what a writer or reader holds besides the view itself.
 PART_BYTES: Final = 64 * 1024 * 1024
+#: Most checkpoints a move of the pointer deletes among the round sequences it skips (a head
+#: read and a delete each; a task whose writers kept dying leaves the older ones to the
+#: lifecycle).
+SKIPPED_DELETES: Final = 8
 #: Times a reader reads the pointer again when the checkpoint it named went away meanwhile.
 _READ_ATTEMPTS: Final = 3
 #: Times a writer moves the pointer against other writers before it leaves it to them.
@@ -90,13 +103,14 @@ def write_checkpoint(
     task: str,
     state: ViewState,
     *,
+    every: int | None = None,
     part_bytes: int = PART_BYTES,
 ) -> bool:
     """Write ``state`` as the task's checkpoint and point to it; ``False`` if the pointer
     already names a later one (this one is then deleted). The head goes first, so a writer
-    that dies half-way leaves a head naming its parts (deleted with the checkpoint of its
-    sequence two checkpoints on only if the pointer ever named it; else at the lifecycle's
-    expiry)."""
+    that dies half-way leaves a head naming its parts: deleted two checkpoints on if the
+    pointer named it, else by the move that skips its sequence when checkpoints are written
+    at multiples of ``every`` (module docstring)."""
     prefix = checkpoint_prefix(run, task, state.seq)
     writer = os.urandom(_DIGEST_BYTES)
     cuts = {
@@ -114,14 +128,19 @@ def write_checkpoint(
         "sample_parts": state.sample_parts,
         "items_parts": state.parts,
     }
-    blobs.put(f"{prefix}head.json", json.dumps(head, separators=(",", ":")).encode())
+    written = [f"{prefix}head.json"]
+    blobs.put(written[0], json.dumps(head, separators=(",", ":")).encode())
     for name, cut in cuts.items():
         for n, blocks in enumerate(cut):
             payload = b"".join(
                 b for keys, values in blocks for b in (_COUNT.pack(len(keys)), keys, values)
             )  # one part's copy at a time
-            blobs.put(f"{prefix}{name}-{n:05d}.bin", writer + _digest(payload) + payload)
-    return _move_pointer(table, blobs, run, task, state.seq)
+            written.append(f"{prefix}{name}-{n:05d}.bin")
+            blobs.put(written[-1], writer + _digest(payload) + payload)
+    moved = _move_pointer(table, blobs, run, task, state.seq, every)
+    if moved is None:  # a later one is named: this one never will be
+        blobs.delete_many(written)
+    return bool(moved)
 
 
 def _cut(blocks: list[Block], part_bytes: int) -> list[list[Block]]:
@@ -142,13 +161,18 @@ def _digest(payload: bytes | memoryview) -> bytes:
     return hashlib.blake2b(payload, digest_size=_DIGEST_BYTES).digest()
 
 
-def _move_pointer(table: Table, blobs: BlobStore, run: str, task: str, seq: int) -> bool:
+def _move_pointer(
+    table: Table, blobs: BlobStore, run: str, task: str, seq: int, every: int | None
+) -> bool | None:
+    """Point to the checkpoint at ``seq``: ``True`` if moved, ``None`` if the pointer names a
+    later one (and not this one as its previous), ``False`` if it names this one already or
+    other writers kept moving it."""
     key = checkpoint_key(run, task)
     for _ in range(_MOVE_ATTEMPTS):
         current = table.get(key, consistent=True)
         if current is not None and int(current["seq"]) >= seq:
             if int(current["seq"]) != seq and int(current.get("prev", 0)) != seq:
-                _delete(blobs, run, task, seq)  # a later one is named: this one never will be
+                return None
             return False
         previous = int(current["seq"]) if current else 0
         condition = Cond("seq", "eq", previous) if current else Cond("pk", "not_exists")
@@ -156,8 +180,19 @@ def _move_pointer(table: Table, blobs: BlobStore, run: str, task: str, seq: int)
         if table.put(item, condition=condition):
             if current is not None and (older := int(current.get("prev", 0))):
                 _delete(blobs, run, task, older)  # two back: no reader should still need it
+            for skipped in _skipped(previous, seq, every):
+                _delete(blobs, run, task, skipped)  # named never, and now never will be
             return True
     return False
+
+
+def _skipped(previous: int, seq: int, every: int | None) -> list[int]:
+    """The round sequences strictly between the pointer's old and new checkpoints, newest
+    first, at most :data:`SKIPPED_DELETES`."""
+    if not every:
+        return []
+    newest = seq - every if seq % every == 0 else seq - seq % every
+    return list(itertools.islice(range(newest, previous, -every), SKIPPED_DELETES))
 
 
 def _delete(blobs: BlobStore, run: str, task: str, seq: int) -> None:

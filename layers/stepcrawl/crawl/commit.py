@@ -221,7 +221,8 @@ def _checkpoint(services: CrawlServices, run: str, task: str, state: ViewState) 
     without it, so a failure (an S3 error, a grant missing) is logged, not raised: the next
     round sequence's commit writes one, and until then cold containers read more log."""
     try:
-        write_checkpoint(services.table, services.blobs, run, task, state)
+        every = services.config.log_checkpoint_entries
+        write_checkpoint(services.table, services.blobs, run, task, state, every=every)
     except StepcrawlError as failed:
         logger.warning("task %s: no checkpoint at %d: %s", task, state.seq, failed)
 
