@@ -10,7 +10,7 @@ import contextlib
 import sys
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, TypedDict
+from typing import Annotated, TypedDict
 
 import typer
 from rich.table import Table
@@ -18,9 +18,6 @@ from rich.table import Table
 from stepcrawl.cli import _load_or_exit, _or_exit, app, err, out
 from stepcrawl.cli.stack_commands import print_table
 from stepcrawl.local.concurrency import MAX_CONTAINERS, machine_containers
-
-if TYPE_CHECKING:
-    pass
 
 __all__: list[str] = []
 

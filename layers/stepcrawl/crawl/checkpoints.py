@@ -191,7 +191,7 @@ def _skipped(previous: int, seq: int, every: int | None) -> list[int]:
     first, at most :data:`SKIPPED_DELETES`."""
     if not every:
         return []
-    newest = seq - every if seq % every == 0 else seq - seq % every
+    newest = (seq - 1) // every * every  # the last round sequence below seq
     return list(itertools.islice(range(newest, previous, -every), SKIPPED_DELETES))
 
 

@@ -247,7 +247,7 @@ class LocalCloud:
         self._capture_function_output(self.log_path)
         sqs = self.emulator.client("sqs")
         functions = {name: self._function(name, config) for name, config in stack.functions.items()}
-        mappings = self._mappings(stack, functions)
+        mappings = self._mappings(stack, functions, sqs)
         self.runtime = LambdaRuntime(
             list(functions.values()),
             mappings,
@@ -337,7 +337,7 @@ class LocalCloud:
         self._stack.callback(restore)
 
     def _mappings(
-        self, stack: DeployedStack, functions: Mapping[str, FunctionSpec]
+        self, stack: DeployedStack, functions: Mapping[str, FunctionSpec], sqs: Any
     ) -> list[MappingSpec]:
         """The stack's event source mappings as the runtime plays them: each polled with its
         function's role, fetch's and parse's capped at :attr:`containers_per_function`."""
@@ -354,7 +354,6 @@ class LocalCloud:
             for key, value in config.get("Environment", {}).get("Variables", {}).items()
             if key in (ENV_FETCH_MAPPING, ENV_PARSE_MAPPING)
         }
-        sqs = self.emulator.client("sqs")
         return [
             MappingSpec(
                 functions[by_arn[m["FunctionArn"]]].name,
