@@ -6,6 +6,8 @@ import json
 from typing import Any
 
 import boto3
+import pytest
+from botocore.exceptions import ClientError
 from moto import mock_aws
 
 from stepcrawl.emulator.server import Emulator
@@ -72,3 +74,23 @@ def test_the_local_scaler_decides_within_the_containers_that_run() -> None:
     floor, _ = parse_settings(json.loads(capped_scaler_settings(deployed, 1)))
     assert floor.max_concurrency == 2
     assert parse_settings(json.loads(capped_scaler_settings("", 4)))[0].max_concurrency == 4
+
+
+def test_moto_makes_the_x_ray_app_before_the_first_x_ray_request() -> None:
+    """moto's server makes a service's app on its first request, under the lock every request
+    takes; X-Ray's imports the X-Ray SDK (~0.9 s with no request answered), and its first
+    request is the scaler's, in the middle of a crawl. The emulator makes it at start."""
+    template = {"Resources": {"Work": {"Type": "AWS::SQS::Queue"}}}
+    with Emulator(template) as emulator:
+        dispatcher = emulator._server._server.app  # what the fix reaches too
+        made: list[str] = []
+        make = dispatcher.create_app
+        dispatcher.create_app = lambda service: made.append(service) or make(service)
+        # Not served in-process: over HTTP, as the scaler's sampling-rule update goes.
+        with pytest.raises(ClientError):
+            emulator.client("xray").update_sampling_rule(
+                SamplingRuleUpdate={"RuleName": "stepcrawl", "FixedRate": 0.5}
+            )
+        summaries = emulator.client("xray").get_trace_summaries(StartTime=0, EndTime=1)
+        assert summaries["TraceSummaries"] == []
+        assert made == []

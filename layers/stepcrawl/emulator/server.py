@@ -32,7 +32,7 @@ from stepcrawl.emulator.moto_patches import apply_moto_patches
 from stepcrawl.emulator.template import TemplateResolver, references
 from stepcrawl.errors import ConfigError
 
-__all__ = ["DeployedStack", "Emulator", "moto_ready_template"]
+__all__ = ["EAGER_APPS", "DeployedStack", "Emulator", "moto_ready_template"]
 
 ACCOUNT = "123456789012"
 LOCAL_CREDENTIAL = "local"  # the deployment's, before IAM is enforced; not a secret
@@ -49,6 +49,12 @@ _DROPPED_PREFIXES = (
     "AWS::CloudWatch::Alarm",
     "AWS::CloudWatch::CompositeAlarm",
 )
+#: Services whose app moto's server makes before the run instead of on their first request.
+#: The server makes an app under the lock every request takes; X-Ray's imports the X-Ray SDK,
+#: which builds a botocore client: ~0.9 s during which the server answered nothing, landing
+#: in the middle of a crawl at the scaler's first sampling-rule call (docs/performance.md,
+#: "The X-Ray app").
+EAGER_APPS = ("xray",)
 
 
 def moto_ready_template(template: dict[str, Any]) -> dict[str, Any]:
@@ -75,6 +81,16 @@ def moto_ready_template(template: dict[str, Any]) -> dict[str, Any]:
         for name in dangling:
             del resources[name]
         dropped |= dangling
+
+
+def _make_apps(server: Any, services: tuple[str, ...]) -> None:
+    """Have moto's server make the apps of ``services`` now (werkzeug's server keeps the WSGI
+    app, moto's ``DomainDispatcherApplication``, as ``app``)."""
+    dispatcher = server._server.app  # moto keeps its werkzeug server private
+    with dispatcher.lock:
+        for service in services:
+            if service not in dispatcher.app_instances:
+                dispatcher.app_instances[service] = dispatcher.create_app(service)
 
 
 def _trust_without_conditions_on(resource: dict[str, Any], names: set[str]) -> None:
@@ -176,6 +192,7 @@ class Emulator:
         apply_moto_patches()
         self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=0)
         self._server.start()
+        _make_apps(self._server, EAGER_APPS)
         host, port = self._server.get_host_and_port()
         self.endpoint = f"http://{host}:{port}"
         self._port = int(port)
