@@ -170,6 +170,22 @@ def test_two_containers_of_a_function_do_not_share_module_state(
     assert 0 < durations["median_ms"] <= durations["max_ms"]
 
 
+def test_provisioned_containers_start_with_the_runtime_and_take_the_first_invocations(
+    sqs: Any, runtimes: Callable[..., LambdaRuntime], tmp_path: Path
+) -> None:
+    """As Lambda's provisioned concurrency: each initialised before any invocation, so the
+    first concurrent invocations find them warm instead of starting containers."""
+    handler = handler_file(tmp_path, "reporting", _REPORTING)
+    runtime = runtimes(sqs, [FunctionSpec("f", handler, timeout=30, provisioned=3)], [])
+    assert runtime.init_durations()["f"]["containers"] == 3  # before any invocation
+    results = invoke_together(runtime, "f", {"sleep": 1.0}, count=3)
+    assert len({r["pid"] for r in results}) == 3
+    assert [r["calls"] for r in results] == [1, 1, 1]
+    assert runtime.init_durations()["f"]["containers"] == 3  # no container started since
+    with pytest.raises(ValueError, match="provisioned must be at least 1"):
+        FunctionSpec("g", handler, provisioned=0)
+
+
 def test_a_container_past_its_timeout_is_killed(
     sqs: Any, runtimes: Callable[..., LambdaRuntime], tmp_path: Path
 ) -> None:

@@ -10,8 +10,10 @@ import pytest
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
-from stepcrawl.emulator.server import Emulator
+from stepcrawl.emulator.server import DeployedStack, Emulator
+from stepcrawl.local.cloud import capped_functions
 from stepcrawl.local.concurrency import MappingConcurrency, capped_scaler_settings
+from stepcrawl.names import ENV_FETCH_MAPPING, ENV_PARSE_MAPPING
 from stepcrawl.scaling.aws import parse_settings, settings_json
 from stepcrawl.scaling.settings import ScalerSettings
 
@@ -94,3 +96,25 @@ def test_moto_makes_the_x_ray_app_before_the_first_x_ray_request() -> None:
         summaries = emulator.client("xray").get_trace_summaries(StartTime=0, EndTime=1)
         assert summaries["TraceSummaries"] == []
         assert made == []
+
+
+def test_the_functions_of_the_scaled_mappings_are_the_ones_provisioned() -> None:
+    """`stepcrawl run` starts the machine's share of fetch and parse containers before the run
+    (:class:`FunctionSpec` ``provisioned``): the functions whose mappings the scaler sets,
+    named by its environment, and no other."""
+    variables = {ENV_FETCH_MAPPING: "uuid-fetch", ENV_PARSE_MAPPING: "uuid-parse"}
+    stack = DeployedStack(
+        outputs={},
+        functions={
+            "Fetch": {"FunctionArn": "arn:fetch"},
+            "Parse": {"FunctionArn": "arn:parse"},
+            "Dispatch": {"FunctionArn": "arn:dispatch"},
+            "Scaler": {"FunctionArn": "arn:scaler", "Environment": {"Variables": variables}},
+        },
+        mappings=[
+            {"UUID": "uuid-fetch", "FunctionArn": "arn:fetch"},
+            {"UUID": "uuid-parse", "FunctionArn": "arn:parse"},
+            {"UUID": "uuid-dispatch", "FunctionArn": "arn:dispatch"},
+        ],
+    )
+    assert capped_functions(stack) == {"Fetch", "Parse"}

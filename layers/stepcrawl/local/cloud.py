@@ -61,6 +61,7 @@ __all__ = [
     "LOCAL_SCALE_EVERY",
     "LOCAL_STAGE",
     "LocalCloud",
+    "capped_functions",
     "synthesize",
 ]
 
@@ -246,7 +247,14 @@ class LocalCloud:
         self.metrics = self._stack.enter_context(EmfForwarder(self.emulator.client("cloudwatch")))
         self._capture_function_output(self.log_path)
         sqs = self.emulator.client("sqs")
-        functions = {name: self._function(name, config) for name, config in stack.functions.items()}
+        # Fetch and parse run the machine's share of containers: all of them initialised
+        # before the run, not cold-started in its first second (docs/local.md, Containers).
+        capped = capped_functions(stack)
+        share = self.containers_per_function or 1
+        functions = {
+            name: self._function(name, config, provisioned=share if name in capped else 1)
+            for name, config in stack.functions.items()
+        }
         mappings = self._mappings(stack, functions, sqs)
         self.runtime = LambdaRuntime(
             list(functions.values()),
@@ -347,13 +355,7 @@ class LocalCloud:
             for name, config in stack.functions.items()
         }
         by_arn = {config["FunctionArn"]: name for name, config in stack.functions.items()}
-        # The mappings the scaler sets (its environment names them): the ones capped.
-        scaled = {
-            value
-            for config in stack.functions.values()
-            for key, value in config.get("Environment", {}).get("Variables", {}).items()
-            if key in (ENV_FETCH_MAPPING, ENV_PARSE_MAPPING)
-        }
+        scaled = _scaled_mappings(stack)
         return [
             MappingSpec(
                 functions[by_arn[m["FunctionArn"]]].name,
@@ -374,7 +376,7 @@ class LocalCloud:
             for m in stack.mappings
         ]
 
-    def _function(self, name: str, config: Mapping[str, Any]) -> FunctionSpec:
+    def _function(self, name: str, config: Mapping[str, Any], *, provisioned: int) -> FunctionSpec:
         kind = _kind(name)
         environment = dict(config.get("Environment", {}).get("Variables", {}))
         environment |= {
@@ -392,6 +394,7 @@ class LocalCloud:
             environment,
             timeout=float(config.get("Timeout", 60)),
             memory_mb=int(config.get("MemorySize", 1024)),
+            provisioned=provisioned,
             # Each container a session of the function's execution role, as on Lambda.
             credentials=lambda: self.emulator.role_identity(
                 str(config["Role"]), "lambda.amazonaws.com", name
@@ -490,6 +493,24 @@ class LocalCloud:
         return self.deployment.wait(
             run_id, pipeline=pipeline, timeout=timeout, on_tick=on_tick, interval=interval
         )
+
+
+def _scaled_mappings(stack: DeployedStack) -> set[str]:
+    """The UUIDs of the mappings the scaler sets (its environment names them): the ones
+    capped at the machine's share."""
+    return {
+        value
+        for config in stack.functions.values()
+        for key, value in config.get("Environment", {}).get("Variables", {}).items()
+        if key in (ENV_FETCH_MAPPING, ENV_PARSE_MAPPING)
+    }
+
+
+def capped_functions(stack: DeployedStack) -> set[str]:
+    """The functions the scaled mappings invoke (fetch and parse), by name in the stack."""
+    by_arn = {config["FunctionArn"]: name for name, config in stack.functions.items()}
+    scaled = _scaled_mappings(stack)
+    return {by_arn[m["FunctionArn"]] for m in stack.mappings if m["UUID"] in scaled}
 
 
 def _kind(function_name: str) -> str:

@@ -174,26 +174,30 @@ class LambdaRuntime:
         return MappingState(spec, function, arn, fifo, self.chaos.seed if self.chaos else None)
 
     def _init_all(self) -> None:
-        """Each function's first container, started at once (their init phases overlap): a
-        broken handler fails here, not at its first message."""
+        """Each function's provisioned containers (its first, or more), started at once
+        (their init phases overlap): a broken handler fails here, not at its first message."""
         referenced = [f for f in self._functions.values() if isinstance(f.spec.handler, str)]
         if not referenced:
             return
         self._bridge = AwsBridge()
         errors: list[BaseException] = []
 
-        def init(function: Function) -> None:
+        def init(function: Function, n: int) -> None:
+            name = f"lambda-{function.spec.name}-p{n}"
             try:
-                process = self._start_container(
-                    function.spec, f"lambda-{function.spec.name}-0", function.containers.log_stream
-                )
+                process = self._start_container(function.spec, name, function.containers.log_stream)
             except BaseException as exc:  # noqa: BLE001 - raised below, once all are done
                 errors.append(exc)
                 return
             function.containers.adopt(process)
-            function.spare.append(process)
+            with function.lock:
+                function.spare.append(process)
 
-        threads = [threading.Thread(target=init, args=(f,), daemon=True) for f in referenced]
+        threads = [
+            threading.Thread(target=init, args=(f, n), daemon=True)
+            for f in referenced
+            for n in range(f.spec.provisioned)
+        ]
         for thread in threads:
             thread.start()
         for thread in threads:

@@ -37,10 +37,15 @@ class FunctionSpec:
     credentials: Callable[[], Mapping[str, str]] | None = field(
         default=None, compare=False, repr=False
     )
+    #: Containers initialised when the runtime starts, before any invocation (Lambda's
+    #: provisioned concurrency): at least the first, so that a broken handler fails there.
+    provisioned: int = 1
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", self.name):
             raise ValueError(f"invalid function name {self.name!r}")
+        if self.provisioned < 1:
+            raise ValueError(f"function {self.name}: provisioned must be at least 1")
         if self.timeout <= 0:
             raise ValueError(f"function {self.name}: timeout must be positive")
         if not 128 <= self.memory_mb <= 10_240:
