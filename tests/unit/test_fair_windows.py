@@ -26,7 +26,7 @@ from stepcrawl.crawl.messages import FetchMessage, UrlRef
 from stepcrawl.crawl.tokens import MemoryTokens
 from stepcrawl.pipeline import Pipeline, Politeness
 from stepcrawl.storage import MemoryBlobStore, MemoryQueue, MemoryTable, OutMessage
-from stepcrawl.table_keys import running_key, shard_key, task_key
+from stepcrawl.table_keys import backlog_pk, running_key, shard_key, task_key
 
 INF = math.inf
 
@@ -274,3 +274,49 @@ def test_a_full_window_is_shared_by_every_shard_of_a_task() -> None:
     assert sum(sent_by_shard.values()) == 40
     assert set(sent_by_shard) == {0, 1, 2, 3}, sent_by_shard
     assert min(sent_by_shard.values()) >= 3, sent_by_shard
+
+
+def test_a_shard_just_queued_to_is_fed_without_looking_first() -> None:
+    """The feed after a commit knows which shards it has just put chunks in: it takes their
+    leases at once instead of first asking whether they have a backlog (a request on the way
+    from a parsed page to its links' fetch). Shards it did not queue to are looked at first;
+    a queued shard found drained by another feeder sends nothing and loses nothing."""
+    s = services(CrawlConfig(shards=4, window=20))
+    p = pipeline("a", 100)
+    s.registry = StaticRegistry([p])
+    looks: list[str] = []
+    query = s.table.query
+
+    def counted(pk: str, **kwargs: Any) -> list[dict[str, Any]]:
+        if kwargs.get("limit") == 1:
+            looks.append(pk)
+        return query(pk, **kwargs)
+
+    s.table.query = counted  # type: ignore[method-assign]
+    politeness = Politeness(delay=0, obey_robots=False)
+
+    def feed(queued: set[int]) -> int:
+        return feed_task(
+            s,
+            pipeline=p.name,
+            version=p.version_hash(),
+            run="r",
+            task="t",
+            politeness=politeness,
+            priority=100,
+            queued=queued,
+        ).sent
+
+    (shard,) = enqueue(s, "r", "t", [UrlRef(url="http://a.test/1", depth=1)], "links-1")
+    assert feed({shard}) == 1
+    # Each shard looked at once: the queued one only after its round (was anything put while
+    # the lease was held?), the three others before.
+    assert sorted(looks) == sorted(backlog_pk("r", "t", n) for n in range(4))
+    looks.clear()
+    assert feed({shard}) == 0  # already sent by the feed above: its lease, then nothing
+    assert looks.count(backlog_pk("r", "t", shard)) == 0
+    assert len(s.fetch_queue.drain()) == 1  # sent once
+    (shard,) = enqueue(s, "r", "t", [UrlRef(url="http://a.test/2", depth=1)], "links-2")
+    looks.clear()
+    assert feed(set()) == 1
+    assert looks.count(backlog_pk("r", "t", shard)) == 2  # before and after its round

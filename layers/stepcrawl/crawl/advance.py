@@ -12,6 +12,7 @@ would otherwise wait for the sweep (a minute) while the window stays part empty.
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from stepcrawl.crawl.accounting import maybe_finish
@@ -35,7 +36,16 @@ class Advance:
     finished: bool  # this call answered the task's token
 
 
-def advance_task(services: CrawlServices, pipeline: Pipeline, run: str, task: str) -> Advance:
+def advance_task(
+    services: CrawlServices,
+    pipeline: Pipeline,
+    run: str,
+    task: str,
+    *,
+    queued: Collection[int] = frozenset(),
+) -> Advance:
+    """Guard, feed, finish; ``queued``: the shards the caller has just put chunks in
+    (:func:`~stepcrawl.crawl.frontier.feed_task`)."""
     settings = pipeline.settings_for(task)
     limit = settings.limits.max_cost_usd
     sent = skipped = 0
@@ -50,6 +60,7 @@ def advance_task(services: CrawlServices, pipeline: Pipeline, run: str, task: st
             task=task,
             politeness=settings.politeness,
             priority=pipeline.task(task).priority,
+            queued=queued,
         )
         sent = fed.sent
         if fed.capped and fed.free > 0:

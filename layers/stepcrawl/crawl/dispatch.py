@@ -127,8 +127,8 @@ def start_crawl(
     for n, start in enumerate(range(0, len(rest), SEED_CHUNK), start=2):
         _admit_seeds(services, run, task.id, f"{SEED_COMMIT}-{n}", rest[start : start + SEED_CHUNK])
     refs = [UrlRef.model_validate({"url": u, "kind": kinds.get(u, "page")}) for u in seeds]
-    enqueue(services, run, task.id, refs, SEED_COMMIT)
-    advance_task(services, pipeline, run, task.id)
+    queued = enqueue(services, run, task.id, refs, SEED_COMMIT)
+    advance_task(services, pipeline, run, task.id, queued=queued)
 
 
 def _admit_seeds(services: CrawlServices, run: str, task: str, by: str, urls: list[str]) -> None:

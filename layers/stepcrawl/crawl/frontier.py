@@ -19,7 +19,7 @@ import json
 import math
 import random
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -157,19 +157,25 @@ def feed(
     shard: int,
     politeness: Politeness,
     free: int | None = None,
+    queued: bool = False,
 ) -> int:
     """Move ready URLs of one shard into the fetch queue; the number sent.
 
-    ``free`` is the room left in the window (measured here if not given). After releasing
-    the lease the backlog is read again, consistently: a feeder refused while we held the
-    lease has put its chunk by then, and we send it rather than leave it to the sweep.
+    ``free`` is the room left in the window (measured here if not given). ``queued``: the
+    caller has just put a chunk in this shard, so the first look at its backlog is skipped
+    (it would find that chunk, or find it sent by another feeder: then the lease is taken
+    for nothing). After releasing the lease the backlog is read again, consistently: a
+    feeder refused while we held the lease has put its chunk by then, and we send it rather
+    than leave it to the sweep.
     """
     if free is None:
         free = services.window() - services.fetch_queue.approximate_depth()
     where = ShardRef(pipeline, version, run, task, shard)
     total = 0
-    for _ in range(FEED_ROUNDS):
-        if free <= 0 or not services.table.query(
+    for round_ in range(FEED_ROUNDS):
+        if free <= 0:
+            break
+        if not (queued and round_ == 0) and not services.table.query(
             backlog_pk(run, task, shard), limit=1, consistent=True
         ):
             break  # cheap reads first: a lease costs two writes
@@ -336,10 +342,12 @@ def feed_task(
     task: str,
     politeness: Politeness,
     priority: int | None = None,
+    queued: Collection[int] = frozenset(),
 ) -> Fed:
     """Feed every shard of a task that has a backlog, sharing one measure of the window and
     the task's allowance (:func:`stepcrawl.crawl.fairness.allowance`: its share of the
-    window minus its URLs in flight). ``priority`` is the task's (looked up if not given).
+    window minus its URLs in flight). ``priority`` is the task's (looked up if not given);
+    ``queued``, the shards the caller has just put chunks in (:func:`enqueue`'s answer).
 
     Called after every commit and by the periodic sweeper: a shard whose feeding was
     refused (window full, share used, lease held, a stale read) is fed by the next sweep.
@@ -369,6 +377,7 @@ def feed_task(
             shard=shard,
             politeness=politeness,
             free=left,
+            queued=shard in queued,
         )
         total += sent
         left -= sent

@@ -123,6 +123,7 @@ def process_bundles(
         for c in group:  # archive: warc, one file per bundle (stepcrawl/archive)
             write_bundle_archive(services, c.pipeline, c.bundle, c.mine)
     now = services.clock()
+    queued: list[set[int]] = []
     for group in groups:
         first = group[0].bundle
         for c in group:
@@ -132,7 +133,7 @@ def process_bundles(
                     services.table.put(failure_record(first.run, first.task, page, now))
             # Incremental tasks: the recorded pages' states, after their items.
             write_states(services, first.pipeline, first.task, c.mine)
-        enqueue(
+        shards = enqueue(
             services,
             first.run,
             first.task,
@@ -141,9 +142,10 @@ def process_bundles(
             # (carried in the messages, so a redelivery rewrites the same chunk).
             f"{min(e.fetched_at for c in group for e in c.bundle.pages)}#{_name(group)}",
         )
-    for group in groups:
+        queued.append(shards)
+    for group, shards in zip(groups, queued, strict=True):
         c = group[0]
-        advance_task(services, c.pipeline, c.bundle.run, c.bundle.task)
+        advance_task(services, c.pipeline, c.bundle.run, c.bundle.task, queued=shards)
     return [outcomes[n] for n in range(len(bundles))]
 
 
