@@ -242,6 +242,20 @@ def test_allowance_alone_is_the_free_window_and_shared_is_the_share() -> None:
     assert allowance(s, run="ra", task="t", priority=100, free=0) == 0
 
 
+def feed_all(s: CrawlServices, p: Pipeline, queued: set[int] | None = None) -> int:
+    """Feed task ``t`` of run ``r`` (pipeline ``p``), no politeness delay; URLs sent."""
+    return feed_task(
+        s,
+        pipeline=p.name,
+        version=p.version_hash(),
+        run="r",
+        task="t",
+        politeness=Politeness(delay=0, obey_robots=False),
+        priority=100,
+        queued=queued or set(),
+    ).sent
+
+
 def test_a_full_window_is_shared_by_every_shard_of_a_task() -> None:
     """With the window nearly full, each feed has a few slots: the shard fed first must vary,
     or the first shard with a backlog takes every slot and the others wait until it drains
@@ -253,20 +267,11 @@ def test_a_full_window_is_shared_by_every_shard_of_a_task() -> None:
     s.registry = StaticRegistry([p])
     urls = [UrlRef(url=f"http://h{n}.test/p", depth=1) for n in range(400)]
     enqueue(s, "r", "t", urls, "links-1")
-    politeness = Politeness(delay=0, obey_robots=False)
     sent_by_shard: dict[int, int] = {}
     for _ in range(40):  # each round a page finishes and its commit feeds the free slot
         queue.drain()
         queue.send_batch([OutMessage("{}") for _ in range(3)])  # three stay in flight
-        feed_task(
-            s,
-            pipeline=p.name,
-            version=p.version_hash(),
-            run="r",
-            task="t",
-            politeness=politeness,
-            priority=100,
-        )
+        feed_all(s, p)
         for message in queue.drain():
             if message.body != "{}":
                 shard = FetchMessage.model_validate_json(message.body).shard
@@ -293,19 +298,9 @@ def test_a_shard_just_queued_to_is_fed_without_looking_first() -> None:
         return query(pk, **kwargs)
 
     s.table.query = counted  # type: ignore[method-assign]
-    politeness = Politeness(delay=0, obey_robots=False)
 
     def feed(queued: set[int]) -> int:
-        return feed_task(
-            s,
-            pipeline=p.name,
-            version=p.version_hash(),
-            run="r",
-            task="t",
-            politeness=politeness,
-            priority=100,
-            queued=queued,
-        ).sent
+        return feed_all(s, p, queued=queued)
 
     (shard,) = enqueue(s, "r", "t", [UrlRef(url="http://a.test/1", depth=1)], "links-1")
     assert feed({shard}) == 1
@@ -315,6 +310,7 @@ def test_a_shard_just_queued_to_is_fed_without_looking_first() -> None:
     looks.clear()
     assert feed({shard}) == 0  # already sent by the feed above: its lease, then nothing
     assert looks.count(backlog_pk("r", "t", shard)) == 0
+    assert isinstance(s.fetch_queue, MemoryQueue)
     assert len(s.fetch_queue.drain()) == 1  # sent once
     (shard,) = enqueue(s, "r", "t", [UrlRef(url="http://a.test/2", depth=1)], "links-2")
     looks.clear()
