@@ -53,7 +53,7 @@ _DROPPED_PREFIXES = (
 #: The server makes an app under the lock every request takes; X-Ray's imports the X-Ray SDK,
 #: which builds a botocore client: ~0.9 s during which the server answered nothing, landing
 #: in the middle of a crawl at the scaler's first sampling-rule call (docs/performance.md,
-#: "The X-Ray app").
+#: "Stalls at the start").
 EAGER_APPS = ("xray",)
 
 
