@@ -38,7 +38,9 @@ def test_every_container_counts_under_its_function() -> None:
         containers={
             "lambda-fetch-1": Usage(ddb_read_units=50.0, sqs_requests=4, lambda_ms=300.0),
             "lambda-fetch-2": Usage(ddb_read_units=30.0, sqs_requests=2, lambda_ms=200.0),
-            "lambda-parse-1": Usage(ddb_write_units=240.0, s3_requests=4, lambda_ms=900.0),
+            "lambda-parse-1": Usage(ddb_write_units=200.0, s3_requests=3, lambda_ms=600.0),
+            # One started with the runtime (provisioned): its function's too.
+            "lambda-parse-p0": Usage(ddb_write_units=40.0, s3_requests=1, lambda_ms=300.0),
             "lambda-dispatch-1": Usage(ddb_write_units=10.0, lambda_ms=100.0),
             # The sweeper's calls count; its invocations are priced from its schedule.
             "lambda-sweeper-1": Usage(ddb_read_units=20.0),

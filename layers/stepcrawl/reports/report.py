@@ -57,8 +57,9 @@ __all__ = [
 
 _WAITING_SHOWN: Final = 20
 
-#: A local function container's thread: ``lambda-<function>-<n>`` (lambda_runtime/containers.py).
-_CONTAINER = re.compile(r"lambda-(?P<function>.+)-\d+")
+#: A local function container: ``lambda-<function>-<n>`` (lambda_runtime/containers.py), or
+#: ``lambda-<function>-p<n>``, one started with the runtime (``FunctionSpec.provisioned``).
+_CONTAINER = re.compile(r"lambda-(?P<function>.+)-p?\d+")
 #: Priced from its schedule by the model: it is not a queue-fed function and is not timed.
 _SCHEDULED = "sweeper"
 
