@@ -5,15 +5,19 @@ checks too)."""
 
 from __future__ import annotations
 
+import gc
 import json
 from pathlib import Path
 
 import pytest
 from rich.console import Console
+from tests.helpers.demo import demo_pipeline
 
 from stepcrawl.demo import ShopModel
 from stepcrawl.emulator.lambda_runtime import Chaos
+from stepcrawl.local.cloud import LocalCloud, synthesize
 from stepcrawl.local.demo import run_demo
+from stepcrawl.local.runner import staged_pipelines
 
 pytestmark = pytest.mark.slow
 
@@ -65,3 +69,22 @@ def test_a_local_run_caps_fetch_and_parse_at_the_machine_share(
     decisions = [d for tick in report["scaling"] for d in tick["decisions"]]
     assert decisions, "the scaler ticked during the run"
     assert max(d["concurrency"] for d in decisions) <= 2, decisions
+
+
+def test_the_local_clouds_long_lived_heap_is_frozen_while_it_runs(
+    tmp_path: Path, cloud_env: None
+) -> None:
+    """A full collection in the runtime's process passed over moto's models, botocore's and
+    the stack (~350 ms, every container's AWS call waiting; emulator/heap.py). What the cloud
+    built to start is frozen until it stops, and the collector still runs meanwhile."""
+    pipeline = demo_pipeline("http://127.0.0.1:9/", crawl_only=True)
+    with staged_pipelines([(pipeline, None)]) as directory:
+        template = synthesize(directory)
+        assert gc.get_freeze_count() == 0
+        with LocalCloud(template, directory, log_path=tmp_path / "functions.log") as cloud:
+            assert cloud.runtime is not None
+            assert gc.get_freeze_count() > 100_000, gc.get_freeze_count()
+            assert gc.isenabled()
+            tracked = {id(o) for generation in (0, 1, 2) for o in gc.get_objects(generation)}
+            assert id(cloud.runtime) not in tracked  # built while starting: frozen
+    assert gc.get_freeze_count() == 0  # stopped: all of it the collector's again

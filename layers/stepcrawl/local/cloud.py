@@ -35,6 +35,7 @@ from typing import IO, Any, Final, TextIO
 
 from stepcrawl.deployment import Deployment, stack_name
 from stepcrawl.emulator.alarms import LOCAL_ALARM_EVERY, LocalAlarms
+from stepcrawl.emulator.heap import long_lived, thaw_heap
 from stepcrawl.emulator.lambda_runtime import Chaos, FunctionSpec, LambdaRuntime, MappingSpec
 from stepcrawl.emulator.metrics import EmfForwarder
 from stepcrawl.emulator.moto_iam import AccessDeniedError, Identity, is_permitted
@@ -217,8 +218,12 @@ class LocalCloud:
     def start(self) -> LocalCloud:
         """Deploy and start everything (idempotent); :meth:`stop` or ``with`` undoes it."""
         if self.deployment is None:
+            # The emulator's models, the stack and the runtime live until stop: frozen once
+            # built, no collection passes over them (emulator/heap.py); thawed at stop.
+            self._stack.callback(thaw_heap)
             try:
-                self._start()
+                with long_lived():
+                    self._start()
             except BaseException:
                 self._stack.close()
                 raise

@@ -137,7 +137,10 @@ def _serve(fd: int, modules: Sequence[str]) -> None:
     """The server's loop: preload, then fork a child per request until the socket closes."""
     for module in modules:
         importlib.import_module(module)
+    from stepcrawl.emulator.heap import freeze_heap  # noqa: PLC0415
     from stepcrawl.emulator.lambda_runtime.sandbox import main  # noqa: PLC0415
+
+    freeze_heap()  # the children's libraries: no collection of theirs passes over them
 
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
     requests = socket.socket(fileno=fd)

@@ -41,6 +41,7 @@ from multiprocessing.connection import Client, Connection
 from pathlib import Path
 from typing import Any
 
+from stepcrawl.emulator.heap import freeze_heap
 from stepcrawl.emulator.lambda_runtime.crash_points import Tracer, run_traced
 
 __all__ = ["load_handler", "main"]
@@ -213,6 +214,7 @@ def main(control_fd: int, stdout_fd: int, stderr_fd: int, environ: dict[str, str
     except BaseException:  # noqa: BLE001 - Lambda's Runtime.ImportModuleError / init error
         control.send(("init_error", traceback.format_exc()))
         return
+    freeze_heap()  # what the init built lives as long as the container (emulator/heap.py)
     control.send(("ready", (time.perf_counter() - started) * 1000))
     kill = _die(control)
     while True:
