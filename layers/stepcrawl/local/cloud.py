@@ -167,6 +167,10 @@ class LocalCloud:
     ``containers_per_function`` caps the concurrency the scaler sets on fetch and parse
     (``stepcrawl run`` and ``serve``: :func:`machine_containers`; ``None``: the scaler's, as
     on Lambda).
+
+    While it runs, what this process held when it had started (the emulator, the stack, and
+    whatever else the process had) is frozen for the garbage collector (``gc.freeze``:
+    :mod:`stepcrawl.emulator.heap`); :meth:`stop` thaws it.
     """
 
     def __init__(
