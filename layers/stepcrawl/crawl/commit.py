@@ -54,6 +54,7 @@ __all__ = [
     "PageCommit",
     "append",
     "commit_bundles",
+    "counters",
 ]
 
 logger = logging.getLogger("stepcrawl.commit")
@@ -279,8 +280,8 @@ def commit_bundles(
         )
         spent = sum((b.usage for b in pending), (usage or Usage()) + part.usage)
         pages = [p for _, p in mine]
-        counters = _counters(pages, len(admitted), len(new) - len(admitted), spent)
-        return part.decided(Decision(delta, counters), pages)
+        add = counters(pages, len(admitted), len(new) - len(admitted), spent)
+        return part.decided(Decision(delta, add), pages)
 
     log = append(services, run, task, ids, decide, part.write)
     refused = log is None
@@ -379,7 +380,7 @@ def _unrecorded(
     return list(mine.values())
 
 
-def _counters(
+def counters(
     mine: Sequence[PageCommit], admitted: int, skipped: int, usage: Usage
 ) -> dict[str, Any]:
     spent = {f"u_{k}": v for k, v in usage.as_dict().items()}

@@ -1,0 +1,184 @@
+"""Judging proposals against one partition of a task's seen set (docs/architecture.md, "Flat
+state: the design", step 2; not wired into the stages yet).
+
+A task's seen set is cut into ``partitions`` by fingerprint. Writers *propose* (a parse
+invocation its pages and candidate links, a start its seeds, a re-drive the failed URLs it
+re-opens, the cost guard the waiting URLs it drains); the judge of partition ``p`` decides,
+for the fingerprints of ``p`` only and in the proposals' order, what today's commit decides
+for all of them:
+
+- the first copy of a URL not recorded is recorded, every later copy is void;
+- a candidate not seen is admitted within the page budget, skipped past it;
+- a re-drive re-opens a URL recorded as failed; a drain records a waiting URL as skipped.
+
+:func:`judge` is that decision and nothing else: pure, against the partition's view as far
+as it has read and the proposals after its cursor, so the explorer and property tests can
+check it alone. Its :class:`Judgement` is what one round appends to the partition's log, with
+the task record's counters, and what its follow-ups need (the accepted copies, the admitted
+links, the re-opened URLs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from stepcrawl.crawl.commit import PageCommit, counters
+from stepcrawl.crawl.messages import UrlRef
+from stepcrawl.crawl.states import UrlState
+from stepcrawl.crawl.tasklog import Delta, PageLine, TaskLog, fingerprint
+from stepcrawl.storage import Usage
+
+__all__ = ["Judgement", "Proposal", "judge", "partition_of"]
+
+_SKIPPED = PageLine(state=UrlState.SKIPPED)
+
+
+def partition_of(fp: int, partitions: int) -> int:
+    """The partition of fingerprint ``fp``: its high bits, so that partitions split in two
+    by one more bit (fingerprints are uniform 64-bit hashes)."""
+    if partitions <= 1:
+        return 0
+    return (fp >> 32) * partitions >> 32
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """What one writer proposed, as its entry in the proposal log holds it."""
+
+    by: str  # the writer's id (bundles, a re-drive, a drained chunk, the seeds)
+    pages: Sequence[PageCommit] = ()  # recorded pages, each with its candidate links
+    seeds: Sequence[UrlRef] = ()  # candidates without a page (a start's seeds)
+    reopen: Sequence[str] = ()  # URLs a re-drive re-opens, if recorded as failed
+    drain: Sequence[str] = ()  # URLs the cost guard records as skipped, if still waiting
+    usage: Usage = field(default_factory=Usage)
+
+
+@dataclass
+class Judgement:
+    """One round of one partition: its log entry, the task record's counters, and what its
+    follow-ups need."""
+
+    delta: Delta
+    add: dict[str, Any]
+    #: (index in the round's proposals, index of the page in the proposal) of each copy
+    #: recorded, in the log's order
+    accepted: list[tuple[int, int]]
+    admitted: list[UrlRef]
+    reopened: list[str]
+
+
+def judge(
+    view: TaskLog,
+    partition: int,
+    partitions: int,
+    proposals: Sequence[Proposal],
+    budget: int | None,
+    by: str,
+) -> Judgement:
+    """Decide ``proposals`` for the fingerprints of ``partition`` against ``view`` (that
+    partition's log as far as read), within ``budget`` new URLs (``None``: no limit known
+    yet, as a commit's first try). ``by`` names the round (its log entry's id)."""
+
+    def mine(url: str) -> int | None:
+        fp = fingerprint(url)
+        return fp if partition_of(fp, partitions) == partition else None
+
+    round_ = _Round(view, budget)
+    for n, proposal in enumerate(proposals):
+        for url in proposal.reopen:
+            if (fp := mine(url)) is not None and round_.failed(fp):
+                round_.reopen(fp, url)
+        for url in proposal.drain:
+            if (fp := mine(url)) is not None and round_.waiting(fp):
+                round_.record(fp, _SKIPPED, None)
+        for m, page in enumerate(proposal.pages):
+            if (fp := mine(page.ref.url)) is not None and not round_.recorded(fp):
+                round_.record(fp, page.line(), (n, m))
+        for ref in [*proposal.seeds, *(c for page in proposal.pages for c in page.children)]:
+            if (fp := mine(ref.url)) is not None:
+                round_.propose(fp, ref)
+    return round_.judgement(proposals, by)
+
+
+class _Round:
+    """The view with this round's changes over it, in order."""
+
+    def __init__(self, view: TaskLog, budget: int | None) -> None:
+        self.view = view
+        self.budget = budget
+        self.state: dict[int, str] = {}  # fp -> "seen" | "recorded" | "failed" this round
+        self.lines: dict[int, tuple[PageLine, tuple[int, int] | None]] = {}
+        self.reopened: dict[int, str] = {}
+        self.back: set[int] = set()  # re-opened from the view: their counts go back
+        self.new: dict[int, UrlRef] = {}  # admitted this round
+        self.skipped: list[int] = []  # new this round, past the budget
+
+    def _now(self, fp: int) -> str | None:
+        if (state := self.state.get(fp)) is not None:
+            return state
+        if self.view.failed(fp):
+            return "failed"
+        if self.view.recorded(fp):
+            return "recorded"
+        return "seen" if self.view.seen(fp) else None
+
+    def failed(self, fp: int) -> bool:
+        return self._now(fp) == "failed"
+
+    def recorded(self, fp: int) -> bool:
+        return self._now(fp) in ("recorded", "failed")
+
+    def waiting(self, fp: int) -> bool:
+        return self._now(fp) == "seen"
+
+    def reopen(self, fp: int, url: str) -> None:
+        self.state[fp] = "seen"
+        if self.lines.pop(fp, None) is None:
+            # Recorded as failed before this round: its counts go back. (One recorded and
+            # re-opened within the round was never counted.)
+            self.back.add(fp)
+        self.reopened[fp] = url
+
+    def record(self, fp: int, line: PageLine, copy: tuple[int, int] | None) -> None:
+        self.state[fp] = "failed" if line.state == UrlState.FAILED else "recorded"
+        self.lines[fp] = (line, copy)
+
+    def propose(self, fp: int, ref: UrlRef) -> None:
+        if self._now(fp) is not None:
+            return
+        # Seen from here on, as the proposals after it in the log see it.
+        self.state[fp] = "seen"
+        if self.budget is None or len(self.new) < self.budget:
+            self.new[fp] = ref
+        else:
+            self.skipped.append(fp)
+
+    def judgement(self, proposals: Sequence[Proposal], by: str) -> Judgement:
+        admitted = list(self.new)
+        accepted = [copy for _, copy in self.lines.values() if copy is not None]
+        pages = [proposals[n].pages[m] for n, m in accepted]
+        drained = sum(copy is None for _, copy in self.lines.values())
+        spent = sum((p.usage for p in proposals), Usage())
+        add = counters(pages, len(admitted), len(self.skipped), spent)
+        add["finished"] += drained - len(self.back)
+        add["skipped"] += drained
+        add["failed"] -= len(self.back)
+        # Re-opened and not recorded again by the end of the round: an entry applies its
+        # records before its re-openings, so one recorded again is in ``recorded`` only.
+        reopened = [fp for fp in self.reopened if fp not in self.lines]
+        delta = Delta(
+            by=by,
+            admitted=admitted,
+            skipped=self.skipped,
+            recorded=[(fp, line) for fp, (line, _) in self.lines.items()],
+            reopened=reopened,
+        )
+        return Judgement(
+            delta=delta,
+            add=add,
+            accepted=accepted,
+            admitted=[self.new[fp] for fp in admitted],
+            reopened=[self.reopened[fp] for fp in reopened],
+        )
