@@ -1,0 +1,149 @@
+"""A task's proposal log: what writers propose, for the partitions' judges to decide
+(docs/architecture.md, "Flat state: the design", step 2; not wired into the stages yet).
+
+Proposal ``n`` of a task is one item (``PROP#<run>#<task>#<n mod LOG_STRIPES>`` / ``n``),
+written once by a conditional put at the next sequence and never changed: a judge reads
+proposals with eventually consistent reads, and the first sequence it does not find ends
+its read (one appended later is read by its next round). The payload is compressed JSON;
+one over ``CrawlConfig.log_entry_bytes`` goes to a blob the item names, written first and
+content-named, as a log entry's does.
+
+A writer holds only the log's end for each task it writes (:class:`ProposalLog`), never the
+proposals: what a container holds does not grow with the task.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import zlib
+from dataclasses import asdict
+from dataclasses import fields as dataclass_fields
+from typing import Any, Final
+
+from stepcrawl.crawl.commit import PageCommit
+from stepcrawl.crawl.incremental import PageState
+from stepcrawl.crawl.judging import Proposal
+from stepcrawl.crawl.messages import UrlRef
+from stepcrawl.crawl.tasklog import LOG_TTL
+from stepcrawl.errors import RetryableError
+from stepcrawl.storage import BlobStore, Cond, Table, Usage
+from stepcrawl.table_keys import LOG_STRIPES
+
+__all__ = ["ProposalLog", "proposal_key", "read_proposals"]
+
+#: Sequences a writer that lost one probes at once to find the end (one batched read).
+_PROBE: Final = 16
+_MAX_ROUNDS: Final = 1000
+
+
+def proposal_key(run: str, task: str, seq: int) -> tuple[str, str]:
+    """Where proposal ``seq`` of a task lives (striped by sequence, as the log is)."""
+    return f"PROP#{run}#{task}#{seq % LOG_STRIPES}", f"{seq:012d}"
+
+
+def _spill_key(run: str, task: str, name: str) -> str:
+    return f"proposals/{run}/{task}/{name}.bin"
+
+
+def _page(page: PageCommit) -> dict[str, Any]:
+    # The items travel in the part, not in the proposal: no rows.
+    fields = {f.name: getattr(page, f.name) for f in dataclass_fields(page) if f.name != "rows"}
+    fields["ref"] = page.ref.model_dump()
+    fields["children"] = [child.model_dump() for child in page.children]
+    fields["state"] = None if page.state is None else asdict(page.state)
+    return fields
+
+
+def _unpage(fields: dict[str, Any]) -> PageCommit:
+    state = fields.pop("state")
+    return PageCommit(
+        **{
+            **fields,
+            "ref": UrlRef.model_validate(fields["ref"]),
+            "children": [UrlRef.model_validate(c) for c in fields["children"]],
+            "quality": {int(k): v for k, v in fields["quality"].items()},
+            "state": None if state is None else PageState(**state),
+        }
+    )
+
+
+def encode(proposal: Proposal) -> bytes:
+    """The proposal as stored: compressed JSON."""
+    body = {
+        "by": proposal.by,
+        "pages": [_page(p) for p in proposal.pages],
+        "seeds": [s.model_dump() for s in proposal.seeds],
+        "reopen": list(proposal.reopen),
+        "drain": list(proposal.drain),
+        "usage": proposal.usage.as_dict(),
+    }
+    return zlib.compress(json.dumps(body, separators=(",", ":"), default=str).encode(), 6)
+
+
+def decode(payload: bytes) -> Proposal:
+    body = json.loads(zlib.decompress(payload))
+    return Proposal(
+        by=body["by"],
+        pages=[_unpage(p) for p in body["pages"]],
+        seeds=[UrlRef.model_validate(s) for s in body["seeds"]],
+        reopen=body["reopen"],
+        drain=body["drain"],
+        usage=Usage(**body["usage"]),
+    )
+
+
+class ProposalLog:
+    """A writer's handle on one task's proposal log: the end it last knew, nothing more."""
+
+    def __init__(self, run: str, task: str, *, most_bytes: int) -> None:
+        self.run, self.task = run, task
+        self.most_bytes = most_bytes  # a payload past it spills to a blob
+        self.end = 0
+
+    def append(self, table: Table, blobs: BlobStore, proposal: Proposal, now: float) -> int:
+        """Append ``proposal`` at the next free sequence; which one."""
+        payload = encode(proposal)
+        item: dict[str, Any] = {"expires_at": int(now) + LOG_TTL}
+        if len(payload) > self.most_bytes:
+            name = hashlib.blake2b(payload, digest_size=12).hexdigest()
+            blobs.put(_spill_key(self.run, self.task, name), payload)
+            item["x"] = name
+        else:
+            item["z"] = payload
+        for _ in range(_MAX_ROUNDS):
+            seq = self.end + 1
+            pk, sk = proposal_key(self.run, self.task, seq)
+            if table.put({**item, "pk": pk, "sk": sk}, condition=Cond("pk", "not_exists")):
+                self.end = seq
+                return seq
+            self._find_end(table)
+        raise RetryableError(f"task {self.task}: the proposal log moved {_MAX_ROUNDS} times")
+
+    def _find_end(self, table: Table) -> None:
+        """Probe past the end known: one batched consistent read of the next sequences."""
+        while True:
+            keys = [proposal_key(self.run, self.task, self.end + n) for n in range(1, _PROBE + 1)]
+            found = table.batch_get(keys, consistent=True)
+            for key in keys:
+                if key not in found:
+                    return
+                self.end += 1
+
+
+def read_proposals(
+    table: Table, blobs: BlobStore, run: str, task: str, after: int, most: int
+) -> list[tuple[int, Proposal]]:
+    """The proposals after sequence ``after``, at most ``most``, up to the first one not
+    found (eventually consistent: proposals never change once written)."""
+    keys = [proposal_key(run, task, after + n) for n in range(1, most + 1)]
+    found = table.batch_get(keys, consistent=False)
+    out: list[tuple[int, Proposal]] = []
+    for n, key in enumerate(keys, start=after + 1):
+        if (item := found.get(key)) is None:
+            break
+        payload = (
+            blobs.get(_spill_key(run, task, str(item["x"]))) if "x" in item else bytes(item["z"])
+        )
+        out.append((n, decode(payload)))
+    return out
