@@ -87,6 +87,7 @@ class ViewState:
     quality: Counter[int] = field(default_factory=Counter)
     sample_parts: list[str] = field(default_factory=list)
     parts: int = 0
+    thru: int = 0  # a partition's view: the last proposal judged (crawl/judges.py)
 
 
 def checkpoint_prefix(run: str, task: str, seq: int) -> str:
@@ -127,6 +128,7 @@ def write_checkpoint(
         "quality": {str(k): v for k, v in state.quality.items()},
         "sample_parts": state.sample_parts,
         "items_parts": state.parts,
+        "thru": state.thru,
     }
     written = [f"{prefix}head.json"]
     blobs.put(written[0], json.dumps(head, separators=(",", ":")).encode())
@@ -247,6 +249,7 @@ def _read(blobs: BlobStore, prefix: str, seq: int) -> ViewState:
         quality=Counter({int(k): int(v) for k, v in head["quality"].items()}),
         sample_parts=list(head["sample_parts"]),
         parts=int(head["items_parts"]),
+        thru=int(head.get("thru", 0)),
     )
 
 

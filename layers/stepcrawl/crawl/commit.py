@@ -147,11 +147,16 @@ def append(
     ids: Sequence[str],
     decide: Decide,
     before: Callable[[Decision], None] | None = None,
+    *,
+    log_name: str | None = None,
 ) -> TaskLog | None:
     """Commit the decision of ``ids`` once; the log, in which each of ``ids`` has its delta
     (``log.delta_of``), or ``None`` if the task refused. ``before`` runs on each decision
-    before it is written (what must exist once it is committed: its items)."""
-    log = services.task_logs.get(run, task)
+    before it is written (what must exist once it is committed: its items). ``log_name``
+    names the log appended to when it is not the task's own (a partition's,
+    crawl/judges.py); the counters are always the task record's."""
+    name = log_name or task
+    log = services.task_logs.get(run, name)
     budget: int | None = None
     contention = 0
     for _ in range(_MAX_ROUNDS):
@@ -163,7 +168,7 @@ def append(
             seq = log.seq + 1
         if before is not None:
             before(decision)
-        _spill_if_large(services, run, task, decision.delta)
+        _spill_if_large(services, run, name, decision.delta)
         admitted = len(decision.delta.admitted)
         condition = decision.condition or All(
             (Cond("status", "eq", TaskState.RUNNING), Cond("budget", "ge", admitted))
@@ -173,8 +178,8 @@ def append(
                 [
                     Write(
                         "put",
-                        log_key(run, task, seq),
-                        item=decision.delta.item(run, task, seq, services.clock()),
+                        log_key(run, name, seq),
+                        item=decision.delta.item(run, name, seq, services.clock()),
                         condition=Cond("pk", "not_exists"),
                     ),
                     Write(
@@ -212,7 +217,7 @@ def append(
             # The commit of each round sequence checkpoints the view (as far as it has read).
             state = log.view_state() if seq % services.config.log_checkpoint_entries == 0 else None
         if state is not None:
-            _checkpoint(services, run, task, state)
+            _checkpoint(services, run, name, state)
         return log
     raise RetryableError(f"task {task}: the log moved {_MAX_ROUNDS} times under one commit")
 

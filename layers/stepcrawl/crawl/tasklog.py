@@ -173,6 +173,8 @@ class Delta:
     #: the data profile's counts of the recorded pages, sparse (quality/counters.py)
     quality: str = ""
     spill: str = ""  # the blob key holding the payload ("" if the entry holds it itself)
+    #: a partition's judgement: the last proposal it judged (crawl/judges.py); 0 otherwise
+    thru: int = 0
 
     def ids(self) -> list[str]:
         return self.by.split(",")
@@ -230,6 +232,8 @@ class Delta:
             item.update(self.payload())
         if self.part:
             item["p"] = self.part
+        if self.thru:
+            item["thru"] = self.thru
         return item
 
     @classmethod
@@ -255,6 +259,7 @@ class Delta:
             part=str(item.get("p") or ""),
             quality=str(item.get("q") or ""),
             spill=spill,
+            thru=int(item.get("thru") or 0),
         )
 
 
@@ -293,6 +298,8 @@ class TaskLog:
     quality: Counter[int] = field(default_factory=Counter, repr=False, compare=False)
     sample_parts: list[tuple[bytes, str]] = field(default_factory=list, repr=False, compare=False)
     parts: int = field(default=0, repr=False, compare=False)
+    #: a partition's view: the last proposal its log has judged (crawl/judges.py)
+    thru: int = field(default=0, repr=False, compare=False)
     #: whether the view has read nothing yet (its first refresh starts from a checkpoint)
     cold: bool = field(default=True, repr=False, compare=False)
 
@@ -316,6 +323,7 @@ class TaskLog:
         if delta.part:
             self._sample_part(delta.part)
         self._keep(seq, delta)
+        self.thru = max(self.thru, delta.thru)
         self.seq = seq
 
     def _sample_part(self, part: str) -> None:
@@ -385,6 +393,7 @@ class TaskLog:
             quality=Counter(self.quality),
             sample_parts=[part for _, part in self.sample_parts],
             parts=self.parts,
+            thru=self.thru,
         )
 
     def _adopt(self, state: ViewState) -> None:
@@ -392,6 +401,7 @@ class TaskLog:
         self.quality = Counter(state.quality)
         self.sample_parts = sorted(_sample_rank(part) for part in state.sample_parts)
         self.parts = state.parts
+        self.thru = state.thru
 
     def _catch_up(self, table: Table, blobs: BlobStore, *, cold: bool) -> tuple[int, bool]:
         """A view far behind: a cold one from the task's checkpoint (a warm one would hold

@@ -1,0 +1,136 @@
+"""A round of one partition's judge: the proposals after its cursor, decided
+(:func:`~stepcrawl.crawl.judging.judge`) and appended to the partition's log with the task
+record's counters in one transaction (docs/architecture.md, "Flat state: the design",
+step 2; not wired into the stages yet).
+
+A partition's log is a task log (:mod:`stepcrawl.crawl.tasklog`) of its own, named
+:func:`partition_log`: its view, its checkpoints and its appends are the task log's, for
+the partition's fingerprints only, so a judge holds one partition and a cold one reads one
+partition's checkpoint. Each entry says the last proposal it judged (``thru``), so the log
+is also the judge's cursor. A round is named by the proposals it judged: two judges of one
+partition that read the same proposals write one entry, and one that read another range
+finds the cursor moved and judges again from it.
+
+After the round, its follow-ups, all idempotent and redone from the entry by a judge that
+finds the round already written: the admitted URLs into their shards' backlogs (one chunk
+per shard, named by the round) and the failure records of the failed copies it recorded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from stepcrawl.crawl.accounting import failure_record
+from stepcrawl.crawl.commit import Decision, append
+from stepcrawl.crawl.context import CrawlServices
+from stepcrawl.crawl.frontier import enqueue
+from stepcrawl.crawl.judging import Proposal, judge
+from stepcrawl.crawl.messages import UrlRef
+from stepcrawl.crawl.proposals import read_proposals
+from stepcrawl.crawl.tasklog import Delta, TaskLog, fingerprint
+from stepcrawl.errors import RetryableError
+
+__all__ = ["Round", "judge_round", "partition_log"]
+
+#: Proposals one round reads at most (a batched read takes 100 keys).
+ROUND_PROPOSALS: Final = 100
+_MAX_MOVES: Final = 100
+
+
+def partition_log(task: str, partition: int) -> str:
+    """The name of partition ``partition``'s log of ``task`` (as a task log's name)."""
+    return f"{task}~{partition}"
+
+
+@dataclass
+class Round:
+    """What a round wrote (``fresh``) or found written, and the follow-ups it did."""
+
+    by: str
+    delta: Delta
+    fresh: bool
+    shards: set[int]
+
+
+class _MovedError(Exception):
+    """Another judge of the partition judged past the cursor this round read from."""
+
+
+@dataclass(frozen=True)
+class _Where:
+    run: str
+    task: str
+    partition: int
+    partitions: int
+
+
+def judge_round(
+    services: CrawlServices, run: str, task: str, partition: int, partitions: int
+) -> Round | None:
+    """Judge the proposals after partition ``partition``'s cursor; the round, or ``None``
+    if there were none or the task refused (it is over: nothing more is admitted)."""
+    where = _Where(run, task, partition, partitions)
+    view = services.task_logs.get(run, partition_log(task, partition))
+    for _ in range(_MAX_MOVES):
+        with view.lock:
+            view.refresh(services.table, services.blobs)
+            cursor = view.thru
+        proposals = read_proposals(
+            services.table, services.blobs, run, task, cursor, ROUND_PROPOSALS
+        )
+        if not proposals:
+            return None
+        try:
+            return _round(services, where, cursor, proposals)
+        except _MovedError:
+            continue
+    raise RetryableError(f"task {task}: partition {partition} moved {_MAX_MOVES} times")
+
+
+def _round(
+    services: CrawlServices, where: _Where, cursor: int, proposals: list[tuple[int, Proposal]]
+) -> Round | None:
+    """One round over ``proposals`` (those after ``cursor``), or :class:`_MovedError`."""
+    by = f"judge-{where.partition}-{proposals[0][0]}-{proposals[-1][0]}"
+    judged = [p for _, p in proposals]
+    decisions: list[Decision] = []
+
+    def decide(log: TaskLog, budget: int | None) -> Decision:
+        if log.thru != cursor:
+            raise _MovedError
+        judgement = judge(log, where.partition, where.partitions, judged, budget, by)
+        judgement.delta.thru = proposals[-1][0]
+        decisions.append(Decision(judgement.delta, judgement.add))
+        return decisions[-1]
+
+    name = partition_log(where.task, where.partition)
+    log = append(services, where.run, where.task, [by], decide, log_name=name)
+    if log is None:
+        return None
+    delta = log.delta_of(by, services.table, services.blobs)
+    fresh = bool(decisions) and decisions[-1].committed
+    return Round(by, delta, fresh, _follow_up(services, where.run, where.task, by, delta, judged))
+
+
+def _follow_up(
+    services: CrawlServices, run: str, task: str, by: str, delta: Delta, proposals: list[Proposal]
+) -> set[int]:
+    """The round's follow-ups, from its entry and the proposals it judged (the same on a
+    redo: both are written once)."""
+    admitted = set(delta.admitted)
+    refs: dict[int, UrlRef] = {}
+    for proposal in proposals:
+        for ref in [*proposal.seeds, *(c for page in proposal.pages for c in page.children)]:
+            fp = fingerprint(ref.url)
+            if fp in admitted and fp not in refs:
+                refs[fp] = ref
+    recorded = {fp for fp, line in delta.recorded if line.state == "failed"}
+    now = services.clock()
+    for proposal in proposals:
+        for page in proposal.pages:
+            fp = fingerprint(page.ref.url)
+            if not page.ok and fp in recorded:
+                recorded.discard(fp)  # the first copy is the one recorded
+                services.table.put(failure_record(run, task, page, now))
+    return enqueue(services, run, task, [refs[fp] for fp in delta.admitted], by)

@@ -1,0 +1,186 @@
+"""Judge rounds on storage (crawl/judges.py): each partition's log judges the proposals once,
+with the task record's counters, and queues what it admitted."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from tests.helpers.tasklog import memory_services, put_task_record
+
+from stepcrawl.crawl import judges
+from stepcrawl.crawl import proposals as proposals_module
+from stepcrawl.crawl.commit import PageCommit
+from stepcrawl.crawl.context import CrawlServices
+from stepcrawl.crawl.frontier import chunk_entries
+from stepcrawl.crawl.judging import Proposal
+from stepcrawl.crawl.messages import UrlRef
+from stepcrawl.crawl.proposals import ProposalLog
+from stepcrawl.crawl.tasklog import TaskLogs
+from stepcrawl.storage import MemoryTable
+from stepcrawl.table_keys import backlog_pk, failure_key, task_key
+
+SITE = "https://shop.test"
+PARTITIONS = 3
+
+
+def _page(path: str, ok: bool, links: list[str]) -> PageCommit:
+    return PageCommit(
+        ref=UrlRef(url=f"{SITE}{path}"),
+        ok=ok,
+        status=200 if ok else 404,
+        reason="" if ok else "http_404",
+        items=1 if ok else 0,
+        failure="" if ok else "fatal",
+        children=[UrlRef(url=f"{SITE}{link}", depth=1) for link in links],
+    )
+
+
+def _task(services: CrawlServices, budget: int = 1000) -> None:
+    counters = {"claimed": 0, "finished": 0, "ok": 0, "failed": 0, "items": 0, "skipped": 0}
+    put_task_record(services.table, "r", "t", {"status": "running", "budget": budget, **counters})
+
+
+def _propose(services: CrawlServices, *proposals: Proposal) -> None:
+    log = ProposalLog("r", "t", most_bytes=services.config.log_entry_bytes)
+    for proposal in proposals:
+        log.append(services.table, services.blobs, proposal, 0.0)
+
+
+def _judge_all(services: CrawlServices) -> list[judges.Round]:
+    rounds = []
+    for partition in range(PARTITIONS):
+        while (done := judges.judge_round(services, "r", "t", partition, PARTITIONS)) is not None:
+            rounds.append(done)
+    return rounds
+
+
+def _record(services: CrawlServices) -> dict[str, Any]:
+    record = services.table.get(task_key("r", "t"), consistent=True)
+    assert record is not None
+    return record
+
+
+def _queued(services: CrawlServices) -> list[str]:
+    urls = []
+    for shard in range(services.config.shards):
+        for chunk in services.table.query(backlog_pk("r", "t", shard)):
+            urls += [entry["u"] for entry in chunk_entries(chunk)]
+    return urls
+
+
+SEEDS = Proposal("seed", seeds=[UrlRef(url=f"{SITE}/"), UrlRef(url=f"{SITE}/a")])
+FETCHED = Proposal(
+    "bundle-1",
+    pages=[_page("/", True, ["/a", "/b", "/c"]), _page("/a", False, [])],
+)
+AGAIN = Proposal("bundle-2", pages=[_page("/", True, ["/a", "/d"])])  # a second copy of "/"
+
+
+def test_partitions_judge_every_proposal_once_and_queue_what_they_admit() -> None:
+    services = memory_services()
+    _task(services)
+    _propose(services, SEEDS, FETCHED, AGAIN)
+    rounds = _judge_all(services)
+    assert {r.by.split("-")[1] for r in rounds} <= {"0", "1", "2"}
+    assert all(r.fresh for r in rounds)
+    record = _record(services)
+    # Seeds "/" and "/a", then "/b", "/c" and "/d" (the second copy's link is admitted too).
+    assert record["claimed"] == 5
+    assert record["finished"] == 2  # "/" once, its second copy void; "/a" failed
+    assert (record["ok"], record["failed"], record["items"]) == (1, 1, 1)
+    assert sorted(_queued(services)) == sorted(f"{SITE}{p}" for p in ["/", "/a", "/b", "/c", "/d"])
+    assert services.table.get(failure_key("r", "t", f"{SITE}/a")) is not None
+    # A judge new to the task (a cold container) finds nothing left to judge.
+    services.task_logs = TaskLogs()
+    assert _judge_all(services) == []
+
+
+def test_a_judge_that_lost_its_round_judges_again_from_the_moved_cursor(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    table = MemoryTable()
+    first, second = memory_services(table), memory_services(table)
+    _task(first)
+    _propose(first, SEEDS)
+    read = proposals_module.read_proposals
+    raced: list[bool] = []
+
+    def read_then_race(*args: Any) -> Any:
+        found = read(*args)
+        if not raced:  # another judge of the partition commits a round meanwhile
+            raced.append(True)
+            _propose(first, FETCHED)
+            for partition in range(PARTITIONS):
+                monkeypatch.setattr(judges, "read_proposals", read)
+                judges.judge_round(second, "r", "t", partition, PARTITIONS)
+                monkeypatch.setattr(judges, "read_proposals", read_then_race)
+        return found
+
+    monkeypatch.setattr(judges, "read_proposals", read_then_race)
+    _judge_all(first)
+    record = _record(first)
+    assert record["claimed"] == 4  # "/", "/a", "/b", "/c": each once
+    assert record["finished"] == 2
+
+
+def test_a_round_over_the_budget_admits_what_it_allows_and_skips_the_rest() -> None:
+    services = memory_services()
+    _task(services, budget=3)
+    _propose(services, SEEDS, FETCHED)
+    _judge_all(services)
+    record = _record(services)
+    assert record["claimed"] == 3
+    assert record["skipped"] == 1
+    assert record["budget"] == 0
+
+
+def test_a_judge_never_judges_a_re_drive_twice_when_another_judged_it_meanwhile(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    table = MemoryTable()
+    first, second = memory_services(table), memory_services(table)
+    _task(first)
+    _propose(first, SEEDS, FETCHED)
+    _judge_all(first)
+    _propose(first, Proposal("redrive-1", reopen=[f"{SITE}/a"]))
+    read = proposals_module.read_proposals
+    raced: list[bool] = []
+
+    def read_then_race(*args: Any) -> Any:
+        found = read(*args)
+        if found and not raced:
+            # Meanwhile another judge re-opens "/a", and its new fetch fails again.
+            raced.append(True)
+            _propose(first, Proposal("bundle-3", pages=[_page("/a", False, [])]))
+            monkeypatch.setattr(judges, "read_proposals", read)
+            _judge_all(second)
+            monkeypatch.setattr(judges, "read_proposals", read_then_race)
+        return found
+
+    monkeypatch.setattr(judges, "read_proposals", read_then_race)
+    _judge_all(first)
+    record = _record(first)
+    assert raced
+    assert record["claimed"] == 4  # "/", "/a", "/b", "/c"
+    assert record["finished"] == 2  # "/" and "/a", which failed again; "/b" and "/c" wait
+    assert record["failed"] == 1
+
+
+def test_a_cold_judge_starts_from_its_partitions_checkpoint_at_its_cursor() -> None:
+    config = memory_services().config.model_copy(update={"log_checkpoint_entries": 2})
+    services = memory_services(config=config)
+    _task(services)
+    drains = [Proposal(f"drain-{n}", drain=[f"{SITE}/b"]) for n in range(8)]
+    for proposal in [SEEDS, FETCHED, AGAIN, Proposal("redrive-1", reopen=[f"{SITE}/a"]), *drains]:
+        _propose(services, proposal)
+        # A round per proposal: 12 entries in every partition's log, a checkpoint every 2, so
+        # a cold view's first probe (8) comes back full and it starts from the checkpoint.
+        _judge_all(services)
+    before = _record(services)
+    services.task_logs = TaskLogs()
+    view = services.task_logs.get("r", judges.partition_log("t", 0))
+    view.refresh(services.table, services.blobs)
+    assert view.thru == 12
+    assert _judge_all(services) == []
+    assert _record(services) == before
