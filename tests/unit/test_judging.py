@@ -14,6 +14,7 @@ from stepcrawl.crawl.commit import PageCommit
 from stepcrawl.crawl.judging import Judgement, Proposal, judge, partition_of
 from stepcrawl.crawl.messages import UrlRef
 from stepcrawl.crawl.tasklog import TaskLog, fingerprint
+from stepcrawl.storage import Usage
 
 URLS = [f"https://shop.test/p/{n}" for n in range(12)]
 
@@ -33,7 +34,12 @@ def _page(url: str, ok: bool, items: int, links: list[str]) -> PageCommit:
 url = st.sampled_from(URLS)
 pages = st.builds(_page, url, st.booleans(), st.integers(0, 3), st.lists(url, max_size=4))
 proposal = st.one_of(
-    st.builds(Proposal, by=st.just("b"), pages=st.lists(pages, max_size=3)),
+    st.builds(
+        Proposal,
+        by=st.just("b"),
+        pages=st.lists(pages, max_size=3),
+        usage=st.builds(Usage, ddb_write_units=st.integers(0, 3).map(float)),
+    ),
     st.builds(Proposal, by=st.just("s"), seeds=st.lists(st.builds(UrlRef, url=url), max_size=3)),
     st.builds(Proposal, by=st.just("r"), reopen=st.lists(url, max_size=3)),
     st.builds(Proposal, by=st.just("d"), drain=st.lists(url, max_size=3)),
@@ -53,7 +59,7 @@ class _Partition:
         by = f"judge-{self.partition}-{self.view.seq + 1}"
         judged = judge(self.view, self.partition, self.partitions, proposals, budget, by)
         self.view.apply(judged.delta)
-        self.totals.update({k: v for k, v in judged.add.items() if not k.startswith("u_")})
+        self.totals.update(judged.add)
         self.admitted += [ref.url for ref in judged.admitted]
         return judged
 
@@ -208,6 +214,7 @@ def test_partitions_judged_in_rounds_decide_as_each_proposal_alone_in_order(
 ) -> None:
     totals, states, admitted = _judged(proposals, partitions, cuts)
     expected, expected_states = _one_by_one(proposals)
+    expected["u_ddb_write_units"] = int(sum(p.usage.ddb_write_units for p in proposals))
     assert {k: v for k, v in totals.items() if v} == {k: v for k, v in expected.items() if v}
     assert states == expected_states
     assert len(admitted) == expected["claimed"]

@@ -9,7 +9,8 @@ for all of them:
 
 - the first copy of a URL not recorded is recorded, every later copy is void;
 - a candidate not seen is admitted within the page budget, skipped past it;
-- a re-drive re-opens a URL recorded as failed; a drain records a waiting URL as skipped.
+- a re-drive re-opens a URL recorded as failed; a drain records a waiting URL as skipped;
+- what the proposals cost (their usage) is counted once, by partition 0.
 
 :func:`judge` is that decision and nothing else: pure, against the partition's view as far
 as it has read and the proposals after its cursor, so the explorer and property tests can
@@ -85,7 +86,8 @@ def judge(
         fp = fingerprint(url)
         return fp if partition_of(fp, partitions) == partition else None
 
-    round_ = _Round(view, budget)
+    # What the proposals cost is charged once, by partition 0's round.
+    round_ = _Round(view, budget, charges=partition == 0)
     for n, proposal in enumerate(proposals):
         for url in proposal.reopen:
             if (fp := mine(url)) is not None and round_.failed(fp):
@@ -105,9 +107,10 @@ def judge(
 class _Round:
     """The view with this round's changes over it, in order."""
 
-    def __init__(self, view: TaskLog, budget: int | None) -> None:
+    def __init__(self, view: TaskLog, budget: int | None, *, charges: bool) -> None:
         self.view = view
         self.budget = budget
+        self.charges = charges
         self.state: dict[int, str] = {}  # fp -> "seen" | "recorded" | "failed" this round
         self.lines: dict[int, tuple[PageLine, tuple[int, int] | None]] = {}
         self.reopened: dict[int, str] = {}
@@ -160,7 +163,7 @@ class _Round:
         accepted = [copy for _, copy in self.lines.values() if copy is not None]
         pages = [proposals[n].pages[m] for n, m in accepted]
         drained = sum(copy is None for _, copy in self.lines.values())
-        spent = sum((p.usage for p in proposals), Usage())
+        spent = sum((p.usage for p in proposals), Usage()) if self.charges else Usage()
         add = counters(pages, len(admitted), len(self.skipped), spent)
         add["finished"] += drained - len(self.back)
         add["skipped"] += drained
