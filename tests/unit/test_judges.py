@@ -143,7 +143,7 @@ def test_a_judge_never_judges_a_re_drive_twice_when_another_judged_it_meanwhile(
     _task(first)
     _propose(first, SEEDS, FETCHED)
     _judge_all(first)
-    _propose(first, Proposal("redrive-1", reopen=[f"{SITE}/a"]))
+    _propose(first, Proposal("redrive-1", reopen=[UrlRef(url=f"{SITE}/a", redrive="redrive-1")]))
     read = proposals_module.read_proposals
     raced: list[bool] = []
 
@@ -172,7 +172,13 @@ def test_a_cold_judge_starts_from_its_partitions_checkpoint_at_its_cursor() -> N
     services = memory_services(config=config)
     _task(services)
     drains = [Proposal(f"drain-{n}", drain=[f"{SITE}/b"]) for n in range(8)]
-    for proposal in [SEEDS, FETCHED, AGAIN, Proposal("redrive-1", reopen=[f"{SITE}/a"]), *drains]:
+    for proposal in [
+        SEEDS,
+        FETCHED,
+        AGAIN,
+        Proposal("redrive-1", reopen=[UrlRef(url=f"{SITE}/a", redrive="redrive-1")]),
+        *drains,
+    ]:
         _propose(services, proposal)
         # A round per proposal: 12 entries in every partition's log, a checkpoint every 2, so
         # a cold view's first probe (8) comes back full and it starts from the checkpoint.
@@ -184,3 +190,21 @@ def test_a_cold_judge_starts_from_its_partitions_checkpoint_at_its_cursor() -> N
     assert view.thru == 12
     assert _judge_all(services) == []
     assert _record(services) == before
+
+
+def test_a_re_opened_url_is_queued_again_naming_its_re_drive() -> None:
+    services = memory_services()
+    _task(services)
+    _propose(services, SEEDS, FETCHED)
+    _judge_all(services)
+    before = len(_queued(services))
+    _propose(services, Proposal("redrive-1", reopen=[UrlRef(url=f"{SITE}/a", redrive="redrive-1")]))
+    _judge_all(services)
+    entries = []
+    for shard in range(services.config.shards):
+        for chunk in services.table.query(backlog_pk("r", "t", shard)):
+            if "#redrive-judge-" in str(chunk["sk"]):
+                entries += chunk_entries(chunk)
+    assert [(e["u"], e.get("r")) for e in entries] == [(f"{SITE}/a", "redrive-1")]
+    assert len(_queued(services)) == before + 1
+    assert _record(services)["finished"] == 1  # "/" only: "/a" waits again

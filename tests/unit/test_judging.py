@@ -41,7 +41,7 @@ proposal = st.one_of(
         usage=st.builds(Usage, ddb_write_units=st.integers(0, 3).map(float)),
     ),
     st.builds(Proposal, by=st.just("s"), seeds=st.lists(st.builds(UrlRef, url=url), max_size=3)),
-    st.builds(Proposal, by=st.just("r"), reopen=st.lists(url, max_size=3)),
+    st.builds(Proposal, by=st.just("r"), reopen=st.lists(st.builds(UrlRef, url=url), max_size=3)),
     st.builds(Proposal, by=st.just("d"), drain=st.lists(url, max_size=3)),
 )
 
@@ -142,7 +142,10 @@ def test_a_failure_re_opened_and_fetched_again_counts_once() -> None:
     part.round([Proposal("s", seeds=[UrlRef(url=URLS[0])])])
     part.round([Proposal("a", pages=[_page(URLS[0], False, 0, [])])])
     judged = part.round(
-        [Proposal("r", reopen=[URLS[0]]), Proposal("b", pages=[_page(URLS[0], True, 1, [])])]
+        [
+            Proposal("r", reopen=[UrlRef(url=URLS[0])]),
+            Proposal("b", pages=[_page(URLS[0], True, 1, [])]),
+        ]
     )
     assert judged.delta.reopened == []
     assert len(judged.delta.recorded) == 1
@@ -156,8 +159,8 @@ def test_a_failure_re_opened_and_fetched_again_counts_once() -> None:
 def test_a_re_opened_failure_waits_to_be_queued() -> None:
     part = _Partition(0, 1)
     part.round([Proposal("a", pages=[_page(URLS[0], False, 0, [])])])
-    judged = part.round([Proposal("r", reopen=[URLS[0], URLS[1]])])
-    assert judged.reopened == [URLS[0]]  # URLS[1] was never recorded as failed
+    judged = part.round([Proposal("r", reopen=[UrlRef(url=URLS[0]), UrlRef(url=URLS[1])])])
+    assert [ref.url for ref in judged.reopened] == [URLS[0]]  # URLS[1] was never recorded as failed
     assert part.totals["finished"] == 0
     assert part.view.unrecorded(fingerprint(URLS[0]))
 
@@ -183,8 +186,8 @@ def _one_by_one(proposals: list[Proposal]) -> tuple[Counter[str], dict[int, Any]
     state: dict[int, str] = {}
     n: Counter[str] = Counter()
     for pr in proposals:
-        for u in pr.reopen:
-            if state.get(fp := fingerprint(u)) == "failed":
+        for r in pr.reopen:
+            if state.get(fp := fingerprint(r.url)) == "failed":
                 state[fp] = "seen"
                 n.update({"finished": -1, "failed": -1})
         for u in pr.drain:

@@ -31,7 +31,7 @@ def _proposal(n: int, links: int = 2) -> Proposal:
         by=f"bundle-{n}",
         pages=[page],
         seeds=[UrlRef(url="https://shop.test/")],
-        reopen=["https://shop.test/f"],
+        reopen=[UrlRef(url="https://shop.test/f", redrive="redrive-1")],
         drain=["https://shop.test/d"],
         usage=Usage(ddb_write_units=2.0),
     )

@@ -12,8 +12,9 @@ partition that read the same proposals write one entry, and one that read anothe
 finds the cursor moved and judges again from it.
 
 After the round, its follow-ups, all idempotent and redone from the entry by a judge that
-finds the round already written: the admitted URLs into their shards' backlogs (one chunk
-per shard, named by the round) and the failure records of the failed copies it recorded.
+finds the round already written: the admitted and the re-opened URLs into their shards'
+backlogs (chunks named by the round; the re-opened under a re-drive's name) and the failure
+records of the failed copies it recorded.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Final
 from stepcrawl.crawl.accounting import failure_record
 from stepcrawl.crawl.commit import Decision, append
 from stepcrawl.crawl.context import CrawlServices
-from stepcrawl.crawl.frontier import enqueue
+from stepcrawl.crawl.frontier import REDRIVE_CHUNK, enqueue
 from stepcrawl.crawl.judging import Proposal, judge
 from stepcrawl.crawl.messages import UrlRef
 from stepcrawl.crawl.proposals import read_proposals
@@ -118,12 +119,16 @@ def _follow_up(
 ) -> set[int]:
     """The round's follow-ups, from its entry and the proposals it judged (the same on a
     redo: both are written once)."""
-    admitted = set(delta.admitted)
+    # Admitted and re-opened URLs, each as the first proposal naming it put it (a re-opened
+    # one names its re-drive, so its fetch is told from an earlier one's).
+    queued = [*delta.admitted, *delta.reopened]
+    wanted = set(queued)
     refs: dict[int, UrlRef] = {}
     for proposal in proposals:
-        for ref in [*proposal.seeds, *(c for page in proposal.pages for c in page.children)]:
+        links = [*proposal.seeds, *(c for page in proposal.pages for c in page.children)]
+        for ref in [*proposal.reopen, *links]:
             fp = fingerprint(ref.url)
-            if fp in admitted and fp not in refs:
+            if fp in wanted and fp not in refs:
                 refs[fp] = ref
     recorded = {fp for fp, line in delta.recorded if line.state == "failed"}
     now = services.clock()
@@ -133,4 +138,8 @@ def _follow_up(
             if not page.ok and fp in recorded:
                 recorded.discard(fp)  # the first copy is the one recorded
                 services.table.put(failure_record(run, task, page, now))
-    return enqueue(services, run, task, [refs[fp] for fp in delta.admitted], by)
+    shards = enqueue(services, run, task, [refs[fp] for fp in delta.admitted], by)
+    # Under a re-drive's chunk name: their records gave back ``finished``, so the window
+    # counts them as coming back (frontier.enqueue).
+    reopened = [refs[fp] for fp in delta.reopened]
+    return shards | enqueue(services, run, task, reopened, f"{REDRIVE_CHUNK}{by}")

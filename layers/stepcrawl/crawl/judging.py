@@ -51,7 +51,8 @@ class Proposal:
     by: str  # the writer's id (bundles, a re-drive, a drained chunk, the seeds)
     pages: Sequence[PageCommit] = ()  # recorded pages, each with its candidate links
     seeds: Sequence[UrlRef] = ()  # candidates without a page (a start's seeds)
-    reopen: Sequence[str] = ()  # URLs a re-drive re-opens, if recorded as failed
+    #: URLs a re-drive re-opens, if recorded as failed (each naming the re-drive)
+    reopen: Sequence[UrlRef] = ()
     drain: Sequence[str] = ()  # URLs the cost guard records as skipped, if still waiting
     usage: Usage = field(default_factory=Usage)
 
@@ -67,7 +68,7 @@ class Judgement:
     #: recorded, in the log's order
     accepted: list[tuple[int, int]]
     admitted: list[UrlRef]
-    reopened: list[str]
+    reopened: list[UrlRef]
 
 
 def judge(
@@ -89,9 +90,9 @@ def judge(
     # What the proposals cost is charged once, by partition 0's round.
     round_ = _Round(view, budget, charges=partition == 0)
     for n, proposal in enumerate(proposals):
-        for url in proposal.reopen:
-            if (fp := mine(url)) is not None and round_.failed(fp):
-                round_.reopen(fp, url)
+        for ref in proposal.reopen:
+            if (fp := mine(ref.url)) is not None and round_.failed(fp):
+                round_.reopen(fp, ref)
         for url in proposal.drain:
             if (fp := mine(url)) is not None and round_.waiting(fp):
                 round_.record(fp, _SKIPPED, None)
@@ -113,7 +114,7 @@ class _Round:
         self.charges = charges
         self.state: dict[int, str] = {}  # fp -> "seen" | "recorded" | "failed" this round
         self.lines: dict[int, tuple[PageLine, tuple[int, int] | None]] = {}
-        self.reopened: dict[int, str] = {}
+        self.reopened: dict[int, UrlRef] = {}
         self.back: set[int] = set()  # re-opened from the view: their counts go back
         self.new: dict[int, UrlRef] = {}  # admitted this round
         self.skipped: list[int] = []  # new this round, past the budget
@@ -136,13 +137,13 @@ class _Round:
     def waiting(self, fp: int) -> bool:
         return self._now(fp) == "seen"
 
-    def reopen(self, fp: int, url: str) -> None:
+    def reopen(self, fp: int, ref: UrlRef) -> None:
         self.state[fp] = "seen"
         if self.lines.pop(fp, None) is None:
             # Recorded as failed before this round: its counts go back. (One recorded and
             # re-opened within the round was never counted.)
             self.back.add(fp)
-        self.reopened[fp] = url
+        self.reopened[fp] = ref
 
     def record(self, fp: int, line: PageLine, copy: tuple[int, int] | None) -> None:
         self.state[fp] = "failed" if line.state == UrlState.FAILED else "recorded"

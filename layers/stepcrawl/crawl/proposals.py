@@ -74,7 +74,7 @@ def encode(proposal: Proposal) -> bytes:
         "by": proposal.by,
         "pages": [_page(p) for p in proposal.pages],
         "seeds": [s.model_dump() for s in proposal.seeds],
-        "reopen": list(proposal.reopen),
+        "reopen": [r.model_dump() for r in proposal.reopen],
         "drain": list(proposal.drain),
         "usage": proposal.usage.as_dict(),
     }
@@ -87,7 +87,7 @@ def decode(payload: bytes) -> Proposal:
         by=body["by"],
         pages=[_unpage(p) for p in body["pages"]],
         seeds=[UrlRef.model_validate(s) for s in body["seeds"]],
-        reopen=body["reopen"],
+        reopen=[UrlRef.model_validate(r) for r in body["reopen"]],
         drain=body["drain"],
         usage=Usage(**body["usage"]),
     )
