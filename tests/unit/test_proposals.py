@@ -3,11 +3,16 @@ writers that hold only its end, read back whole, large payloads from a blob."""
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
+
 from stepcrawl.crawl.commit import PageCommit
 from stepcrawl.crawl.incremental import PageState
 from stepcrawl.crawl.judging import Proposal
 from stepcrawl.crawl.messages import UrlRef
-from stepcrawl.crawl.proposals import ProposalLog, read_proposals
+from stepcrawl.crawl.proposals import ProposalLog, RecentLinks, propose_pages, read_proposals
+from stepcrawl.errors import RetryableError
 from stepcrawl.storage import Usage
 from stepcrawl.storage.memory import MemoryBlobStore
 from stepcrawl.storage.memory_table import MemoryTable
@@ -79,3 +84,55 @@ def test_a_read_ends_at_the_first_sequence_missing() -> None:
         log.append(table, blobs, _proposal(n), 0.0)
     table.delete(("PROP#r#t#2", f"{2:012d}"))  # as if not visible yet to this reader
     assert [n for n, _ in read_proposals(table, blobs, "r", "t", 0, 100)] == [1]
+
+
+def _fetched(path: str, links: list[str]) -> PageCommit:
+    return PageCommit(
+        ref=UrlRef(url=f"https://shop.test{path}"),
+        ok=True,
+        status=200,
+        reason="",
+        children=[UrlRef(url=f"https://shop.test{link}") for link in links],
+        rows=[{"n": 1}],
+    )
+
+
+def test_links_proposed_once_are_left_out_of_the_next_proposals_of_the_task() -> None:
+    table, blobs, recent = MemoryTable(), MemoryBlobStore(), RecentLinks(slots=1024)
+    log = ProposalLog("r", "t", most_bytes=10_000)
+    first = [_fetched("/", ["/a", "/b", "/a"]), _fetched("/x", ["/b", "/c"])]
+    propose_pages(table, blobs, log, recent, "b1", first, Usage(), 0.0)
+    propose_pages(table, blobs, log, recent, "b2", [_fetched("/y", ["/a", "/d"])], Usage(), 0.0)
+    other = ProposalLog("r", "other", most_bytes=10_000)  # another task: its own links
+    propose_pages(table, blobs, other, recent, "b3", [_fetched("/", ["/a"])], Usage(), 0.0)
+    (_, one), (_, two) = read_proposals(table, blobs, "r", "t", 0, 10)
+    links = [[c.url.rsplit("/", 1)[1] for c in p.children] for p in (*one.pages, *two.pages)]
+    assert links == [["a", "b"], ["c"], ["d"]]
+    assert all(not page.rows for page in one.pages)
+    ((_, three),) = read_proposals(table, blobs, "r", "other", 0, 10)
+    assert [c.url for c in three.pages[0].children] == ["https://shop.test/a"]
+
+
+class _Refusing(MemoryTable):
+    def put(self, item: dict[str, Any], *, condition: Any = None) -> bool:
+        raise RetryableError("throttled")
+
+
+def test_links_of_a_proposal_that_was_not_written_are_proposed_again() -> None:
+    blobs, recent = MemoryBlobStore(), RecentLinks(slots=1024)
+    log = ProposalLog("r", "t", most_bytes=10_000)
+    pages = [_fetched("/", ["/a"])]
+    with pytest.raises(RetryableError):
+        propose_pages(_Refusing(), blobs, log, recent, "b1", pages, Usage(), 0.0)
+    table = MemoryTable()  # the redelivery, once the table answers
+    propose_pages(table, blobs, log, recent, "b1", pages, Usage(), 0.0)
+    ((_, back),) = read_proposals(table, blobs, "r", "t", 0, 10)
+    assert [c.url for c in back.pages[0].children] == ["https://shop.test/a"]
+
+
+def test_the_cache_of_recent_links_has_a_fixed_size() -> None:
+    recent = RecentLinks(slots=64)
+    recent.remember("r", "t", [f"https://shop.test/{n}" for n in range(10_000)])
+    assert len(recent.slots) == 64
+    assert recent.known("r", "t", "https://shop.test/9999")
+    assert sum(recent.known("r", "t", f"https://shop.test/{n}") for n in range(10_000)) <= 64

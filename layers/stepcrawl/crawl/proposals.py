@@ -9,15 +9,19 @@ one over ``CrawlConfig.log_entry_bytes`` goes to a blob the item names, written 
 content-named, as a log entry's does.
 
 A writer holds only the log's end for each task it writes (:class:`ProposalLog`), never the
-proposals: what a container holds does not grow with the task.
+proposals, and a cache of fixed size of the links it proposed lately (:class:`RecentLinks`):
+what a container holds does not grow with the task.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import threading
 import zlib
-from dataclasses import asdict
+from array import array
+from collections.abc import Sequence
+from dataclasses import asdict, replace
 from dataclasses import fields as dataclass_fields
 from typing import Any, Final
 
@@ -25,12 +29,12 @@ from stepcrawl.crawl.commit import PageCommit
 from stepcrawl.crawl.incremental import PageState
 from stepcrawl.crawl.judging import Proposal
 from stepcrawl.crawl.messages import UrlRef
-from stepcrawl.crawl.tasklog import LOG_TTL
+from stepcrawl.crawl.tasklog import LOG_TTL, fingerprint
 from stepcrawl.errors import RetryableError
 from stepcrawl.storage import BlobStore, Cond, Table, Usage
 from stepcrawl.table_keys import LOG_STRIPES
 
-__all__ = ["ProposalLog", "proposal_key", "read_proposals"]
+__all__ = ["ProposalLog", "RecentLinks", "proposal_key", "propose_pages", "read_proposals"]
 
 #: Sequences a writer that lost one probes at once to find the end (one batched read).
 _PROBE: Final = 16
@@ -147,3 +151,60 @@ def read_proposals(
         )
         out.append((n, decode(payload)))
     return out
+
+
+class RecentLinks:
+    """The links a container proposed lately, by task: a direct-mapped table of fixed size
+    (Mercator's cache of recent URLs; IRLbot's in front of DRUM). Most links of a page repeat
+    what its neighbours linked (navigation, listings), so most never reach a proposal.
+
+    A link is remembered only once the proposal naming it is in the log (:func:`propose_pages`):
+    every proposal is judged, so a link left out because it is remembered is admitted or
+    found seen by the judge of the one that named it. A collision overwrites a slot, which
+    only lets a link be proposed again: the judges find it seen.
+    """
+
+    def __init__(self, slots: int = 1 << 20) -> None:
+        self.slots = array("Q", bytes(8 * slots))  # 0: empty
+        self.lock = threading.Lock()
+
+    def _key(self, run: str, task: str, url: str) -> int:
+        return fingerprint(f"{run}/{task}") ^ fingerprint(url) or 1
+
+    def known(self, run: str, task: str, url: str) -> bool:
+        key = self._key(run, task, url)
+        return self.slots[key % len(self.slots)] == key
+
+    def remember(self, run: str, task: str, urls: Sequence[str]) -> None:
+        with self.lock:
+            for url in urls:
+                key = self._key(run, task, url)
+                self.slots[key % len(self.slots)] = key
+
+
+def propose_pages(
+    table: Table,
+    blobs: BlobStore,
+    log: ProposalLog,
+    recent: RecentLinks,
+    by: str,
+    pages: Sequence[PageCommit],
+    usage: Usage,
+    now: float,
+) -> int:
+    """Propose ``pages`` (the pages of bundles ``by``), each with the links ``recent`` does
+    not hold, in one proposal; its sequence. The links are remembered after the proposal is
+    written: a failed write leaves them to be proposed again."""
+    run, task = log.run, log.task
+    seen: set[str] = set()
+    proposed: list[PageCommit] = []
+    for page in pages:
+        links = []
+        for child in page.children:
+            if child.url not in seen and not recent.known(run, task, child.url):
+                seen.add(child.url)
+                links.append(child)
+        proposed.append(replace(page, children=links, rows=[]))
+    seq = log.append(table, blobs, Proposal(by=by, pages=proposed, usage=usage), now)
+    recent.remember(run, task, list(seen))
+    return seq
