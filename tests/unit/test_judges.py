@@ -3,6 +3,7 @@ with the task record's counters, and queues what it admitted."""
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import pytest
@@ -15,9 +16,9 @@ from stepcrawl.crawl.context import CrawlServices
 from stepcrawl.crawl.frontier import chunk_entries
 from stepcrawl.crawl.judging import Proposal
 from stepcrawl.crawl.messages import UrlRef
-from stepcrawl.crawl.proposals import ProposalLog
-from stepcrawl.crawl.tasklog import TaskLogs
-from stepcrawl.storage import MemoryTable
+from stepcrawl.crawl.proposals import ProposalLog, RecentLinks, propose_pages
+from stepcrawl.crawl.tasklog import TaskLogs, fingerprint
+from stepcrawl.storage import MemoryTable, Usage
 from stepcrawl.table_keys import backlog_pk, failure_key, task_key
 
 SITE = "https://shop.test"
@@ -208,3 +209,74 @@ def test_a_re_opened_url_is_queued_again_naming_its_re_drive() -> None:
     assert [(e["u"], e.get("r")) for e in entries] == [(f"{SITE}/a", "redrive-1")]
     assert len(_queued(services)) == before + 1
     assert _record(services)["finished"] == 1  # "/" only: "/a" waits again
+
+
+def _site(n: int) -> dict[str, list[str]]:
+    """A generated site: each page links three others (most of them seen before)."""
+    return {
+        f"/p/{i}": [f"/p/{(i * 7 + 1) % n}", f"/p/{(i * 3 + 2) % n}", f"/p/{(i + 1) % n}"]
+        for i in range(n)
+    }
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_a_crawl_through_proposals_and_judges_records_every_url_once(seed: int) -> None:
+    """Two writers (each with its own cache) fetch from the backlog and propose; judges of
+    random partitions judge; some fetches are duplicated. At the end every page of the site
+    is recorded once and the task's counters say so."""
+    rng = random.Random(seed)
+    site = _site(40)
+    table = MemoryTable()
+    services = memory_services(table)
+    _task(services)
+    writers = [
+        (ProposalLog("r", "t", most_bytes=services.config.log_entry_bytes), RecentLinks(4096))
+        for _ in range(2)
+    ]
+    writers[0][0].append(
+        table, services.blobs, Proposal("seed", seeds=[UrlRef(url=f"{SITE}/p/0")]), 0.0
+    )
+    fetched: list[str] = []
+    for _ in range(10_000):
+        chunks = [
+            c for s in range(services.config.shards) for c in table.query(backlog_pk("r", "t", s))
+        ]
+        record = _record(services)
+        if (
+            not chunks
+            and record["claimed"] == record["finished"]
+            and judges.caught_up(table, "r", "t", record, PARTITIONS)
+        ):
+            break
+        step = rng.random()
+        if step < 0.4 or not (chunks or fetched):
+            judges.judge_round(services, "r", "t", rng.randrange(PARTITIONS), PARTITIONS)
+            continue
+        if chunks and (step < 0.9 or not fetched):
+            chunk = rng.choice(chunks)
+            table.delete((chunk["pk"], chunk["sk"]))
+            urls = [e["u"] for e in chunk_entries(chunk)]
+        else:
+            urls = [rng.choice(fetched)]  # a duplicate fetch of a URL sent before
+        fetched += urls
+        pages = [
+            _page(u.removeprefix(SITE), not u.endswith("5"), site[u.removeprefix(SITE)])
+            for u in urls
+        ]
+        log, recent = rng.choice(writers)
+        propose_pages(table, services.blobs, log, recent, f"b{rng.random()}", pages, Usage(), 0.0)
+    else:
+        pytest.fail("the crawl did not end")
+    record = _record(services)
+    assert record["claimed"] == record["finished"] == len(site)
+    assert record["ok"] + record["failed"] == len(site)
+    assert record["failed"] == sum(path.endswith("5") for path in site)
+    states: dict[str, tuple[bool, bool]] = {}
+    for partition in range(PARTITIONS):
+        view = TaskLogs().get("r", judges.partition_log("t", partition))
+        view.refresh(table, services.blobs)
+        for path in site:
+            fp = fingerprint(f"{SITE}{path}")
+            if view.seen(fp):
+                states[path] = (view.recorded(fp), view.failed(fp))
+    assert states == {path: (True, path.endswith("5")) for path in site}

@@ -19,8 +19,9 @@ records of the failed copies it recorded.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from stepcrawl.crawl.accounting import failure_record
 from stepcrawl.crawl.commit import Decision, append
@@ -28,15 +29,22 @@ from stepcrawl.crawl.context import CrawlServices
 from stepcrawl.crawl.frontier import REDRIVE_CHUNK, enqueue
 from stepcrawl.crawl.judging import Proposal, judge
 from stepcrawl.crawl.messages import UrlRef
-from stepcrawl.crawl.proposals import read_proposals
+from stepcrawl.crawl.proposals import proposal_key, read_proposals
 from stepcrawl.crawl.tasklog import Delta, TaskLog, fingerprint
 from stepcrawl.errors import RetryableError
+from stepcrawl.storage import Table
 
-__all__ = ["Round", "judge_round", "partition_log"]
+__all__ = ["Round", "caught_up", "cursor_field", "judge_behind", "judge_round", "partition_log"]
 
 #: Proposals one round reads at most (a batched read takes 100 keys).
 ROUND_PROPOSALS: Final = 100
 _MAX_MOVES: Final = 100
+
+
+def cursor_field(partition: int) -> str:
+    """The task record's field holding partition ``partition``'s cursor, set by each round
+    in its transaction: what the finisher reads, without any partition's view."""
+    return f"thru_{partition}"
 
 
 def partition_log(task: str, partition: int) -> str:
@@ -102,7 +110,8 @@ def _round(
             raise _MovedError
         judgement = judge(log, where.partition, where.partitions, judged, budget, by)
         judgement.delta.thru = proposals[-1][0]
-        decisions.append(Decision(judgement.delta, judgement.add))
+        cursor_now = {cursor_field(where.partition): proposals[-1][0]}
+        decisions.append(Decision(judgement.delta, judgement.add, set=cursor_now))
         return decisions[-1]
 
     name = partition_log(where.task, where.partition)
@@ -143,3 +152,27 @@ def _follow_up(
     # counts them as coming back (frontier.enqueue).
     reopened = [refs[fp] for fp in delta.reopened]
     return shards | enqueue(services, run, task, reopened, f"{REDRIVE_CHUNK}{by}")
+
+
+def judge_behind(services: CrawlServices, run: str, task: str, partitions: int) -> list[Round]:
+    """Every partition's rounds until it has judged all the proposals it reads, one
+    partition's view held at a time (the finisher's and the sweeper's way)."""
+    rounds: list[Round] = []
+    for partition in range(partitions):
+        while (done := judge_round(services, run, task, partition, partitions)) is not None:
+            rounds.append(done)
+        services.task_logs.forget(run, partition_log(task, partition))
+    return rounds
+
+
+def caught_up(
+    table: Table, run: str, task: str, record: Mapping[str, Any], partitions: int
+) -> bool:
+    """Whether every partition has judged every proposal of the task, by its ``record``
+    (read consistently before this call): all cursors equal, and no proposal after them
+    (one consistent read: proposals are appended with no gap)."""
+    cursors = {int(record.get(cursor_field(p)) or 0) for p in range(partitions)}
+    if len(cursors) != 1:
+        return False
+    (cursor,) = cursors
+    return table.get(proposal_key(run, task, cursor + 1), consistent=True) is None
