@@ -3,6 +3,7 @@ writers that hold only its end, read back whole, large payloads from a blob."""
 
 from __future__ import annotations
 
+import zlib
 from typing import Any
 
 import pytest
@@ -11,7 +12,13 @@ from stepcrawl.crawl.commit import PageCommit
 from stepcrawl.crawl.incremental import PageState
 from stepcrawl.crawl.judging import Proposal
 from stepcrawl.crawl.messages import UrlRef
-from stepcrawl.crawl.proposals import ProposalLog, RecentLinks, propose_pages, read_proposals
+from stepcrawl.crawl.proposals import (
+    ProposalLog,
+    RecentLinks,
+    proposal_key,
+    propose_pages,
+    read_proposals,
+)
 from stepcrawl.errors import RetryableError
 from stepcrawl.storage import Usage
 from stepcrawl.storage.memory import MemoryBlobStore
@@ -136,3 +143,39 @@ def test_the_cache_of_recent_links_has_a_fixed_size() -> None:
     assert len(recent.slots) == 64
     assert recent.known("r", "t", "https://shop.test/9999")
     assert sum(recent.known("r", "t", f"https://shop.test/{n}") for n in range(10_000)) <= 64
+
+
+class _Counting(MemoryTable):
+    def __init__(self) -> None:
+        super().__init__()
+        self.batches = 0
+
+    def batch_get(self, keys: Any, *, consistent: bool = False) -> Any:
+        self.batches += 1
+        assert len(keys) <= 100  # DynamoDB's BatchGetItem limit
+        return super().batch_get(keys, consistent=consistent)
+
+
+@pytest.mark.parametrize("existing", [0, 1, 2, 3, 99, 100, 101, 5_000, 12_345])
+def test_a_writer_new_to_a_long_log_finds_its_end_in_a_few_reads(existing: int) -> None:
+    table, blobs = _Counting(), MemoryBlobStore()
+    for seq in range(1, existing + 1):
+        pk, sk = proposal_key("r", "t", seq)
+        table.put({"pk": pk, "sk": sk, "z": b""})
+    table.batches = 0
+    log = ProposalLog("r", "t", most_bytes=10_000)
+    assert log.append(table, blobs, _proposal(0), 0.0) == existing + 1
+    assert table.batches <= 4
+    ((_, back),) = read_proposals(table, blobs, "r", "t", existing, 10)
+    assert back.by == "bundle-0"
+
+
+def test_a_pages_state_keeps_its_packed_links_as_bytes() -> None:
+    table, blobs = MemoryTable(), MemoryBlobStore()
+    proposal = _proposal(0)
+    links = zlib.compress(b"https://shop.test/a\nhttps://shop.test/b")
+    state = PageState(url="https://shop.test/p/0", at=5.0, item={"etag": '"x"', "links": links})
+    proposal.pages[0].state = state
+    ProposalLog("r", "t", most_bytes=10_000).append(table, blobs, proposal, 0.0)
+    ((_, back),) = read_proposals(table, blobs, "r", "t", 0, 10)
+    assert back.pages[0].state == state
