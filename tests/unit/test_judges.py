@@ -125,6 +125,59 @@ def test_a_judge_that_lost_its_round_judges_again_from_the_moved_cursor(
     assert record["finished"] == 2
 
 
+class _Died(BaseException):
+    """The judge's container died (not an ``Exception``: nothing handles it)."""
+
+
+def test_follow_ups_a_dead_judge_left_are_done_by_the_next_judge_before_the_task_is_caught_up(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    services = memory_services()
+    _task(services)
+    _propose(services, SEEDS, FETCHED)
+    follow_up = judges._follow_up
+
+    def die(*args: Any) -> Any:
+        raise _Died
+
+    monkeypatch.setattr(judges, "_follow_up", die)
+    for partition in range(PARTITIONS):  # every partition's round written, none followed up
+        with pytest.raises(_Died):
+            judges.judge_round(services, "r", "t", partition, PARTITIONS)
+    assert _queued(services) == []
+    record = _record(services)
+    assert record["claimed"] == 4
+    assert not judges.caught_up(services.table, "r", "t", record, PARTITIONS)
+    monkeypatch.setattr(judges, "_follow_up", follow_up)
+    services.task_logs = TaskLogs()  # a new container: it knows no mark
+    assert _judge_all(services) == []  # nothing left to judge, but the follow-ups are redone
+    assert sorted(_queued(services)) == sorted(f"{SITE}{p}" for p in ["/", "/a", "/b", "/c"])
+    assert services.table.get(failure_key("r", "t", f"{SITE}/a")) is not None
+    record = _record(services)
+    assert judges.caught_up(services.table, "r", "t", record, PARTITIONS)
+    assert {record[judges.followed_field(p)] for p in range(PARTITIONS)} == {2}
+
+
+def test_a_judge_that_followed_up_the_last_round_itself_reads_no_mark(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    services = memory_services()
+    _task(services)
+    _propose(services, SEEDS)
+    _judge_all(services)
+    gets: list[Any] = []
+    get = services.table.get
+
+    def counted_get(*args: Any, **kwargs: Any) -> Any:
+        gets.append(args)
+        return get(*args, **kwargs)
+
+    monkeypatch.setattr(services.table, "get", counted_get)
+    _propose(services, FETCHED)
+    _judge_all(services)
+    assert gets == []
+
+
 def test_a_round_over_the_budget_admits_what_it_allows_and_skips_the_rest() -> None:
     services = memory_services()
     _task(services, budget=3)

@@ -11,13 +11,15 @@ is also the judge's cursor. A round is named by the proposals it judged: two jud
 partition that read the same proposals write one entry, and one that read another range
 finds the cursor moved and judges again from it.
 
-After the round, its follow-ups, all idempotent and redone from the entry by a judge that
-finds the round already written: the admitted and the re-opened URLs into their shards'
-backlogs (chunks named by the round; the re-opened under a re-drive's name) and the failure
-records of the failed copies it recorded. Not yet: a judge that dies between its entry and
-its follow-ups leaves them undone, as the next round starts past them (nothing marks
-follow-ups done). That is to be closed before the stages call this (docs/architecture.md,
-"Flat state: the design").
+After the round, its follow-ups, all idempotent: the admitted and the re-opened URLs into
+their shards' backlogs (chunks named by the round; the re-opened under a re-drive's name) and
+the failure records of the failed copies it recorded. Then the round marks them done on the
+task record (:func:`followed_field`). A judge that died between its entry and that mark left
+them undone, and the next round starts past it: so before a round reads proposals, its judge
+redoes the follow-ups of every entry after the mark (there is at most one: a round commits
+only on a cursor whose follow-ups were marked) and moves the mark. A task is caught up only
+when every partition's mark is at its cursor (:func:`caught_up`). The simulation explorer's
+configuration of proposals and judges (tests/helpers/judge_explorer.py) found the gap.
 """
 
 from __future__ import annotations
@@ -33,11 +35,20 @@ from stepcrawl.crawl.frontier import REDRIVE_CHUNK, enqueue
 from stepcrawl.crawl.judging import Proposal, judge
 from stepcrawl.crawl.messages import UrlRef
 from stepcrawl.crawl.proposals import proposal_key, read_proposals
-from stepcrawl.crawl.tasklog import Delta, TaskLog, fingerprint
+from stepcrawl.crawl.tasklog import Delta, TaskLog, fingerprint, next_deltas
 from stepcrawl.errors import RetryableError
-from stepcrawl.storage import Table
+from stepcrawl.storage import All, AnyOf, Cond, Table
+from stepcrawl.table_keys import task_key
 
-__all__ = ["Round", "caught_up", "cursor_field", "judge_behind", "judge_round", "partition_log"]
+__all__ = [
+    "Round",
+    "caught_up",
+    "cursor_field",
+    "followed_field",
+    "judge_behind",
+    "judge_round",
+    "partition_log",
+]
 
 #: Proposals one round reads at most (a batched read takes 100 keys).
 ROUND_PROPOSALS: Final = 100
@@ -48,6 +59,12 @@ def cursor_field(partition: int) -> str:
     """The task record's field holding partition ``partition``'s cursor, set by each round
     in its transaction: what the finisher reads, without any partition's view."""
     return f"thru_{partition}"
+
+
+def followed_field(partition: int) -> str:
+    """The task record's field holding the cursor through which partition ``partition``'s
+    rounds' follow-ups are done (the mark a round moves after them)."""
+    return f"done_{partition}"
 
 
 def partition_log(task: str, partition: int) -> str:
@@ -88,6 +105,7 @@ def judge_round(
         with view.lock:
             view.refresh(services.table, services.blobs)
             cursor = view.thru
+        _finish_follow_ups(services, where, view)
         proposals = read_proposals(
             services.table, services.blobs, run, task, cursor, ROUND_PROPOSALS
         )
@@ -123,7 +141,55 @@ def _round(
         return None
     delta = log.delta_of(by, services.table, services.blobs)
     fresh = bool(decisions) and decisions[-1].committed
-    return Round(by, delta, fresh, _follow_up(services, where.run, where.task, by, delta, judged))
+    shards = _follow_up(services, where.run, where.task, by, delta, judged)
+    _mark_followed(services, where, log, delta.thru)
+    return Round(by, delta, fresh, shards)
+
+
+def _finish_follow_ups(services: CrawlServices, where: _Where, view: TaskLog) -> None:
+    """Redo the follow-ups of the partition's rounds after the task record's mark, as far as
+    ``view`` goes (a judge died between a round's entry and its mark), and move the mark.
+    Nothing is read when this container knows the mark is at the view's cursor."""
+    with view.lock:
+        seq, cursor, known = view.seq, view.thru, view.followed
+    if known >= cursor:
+        return
+    table, blobs = services.table, services.blobs
+    record = table.get(task_key(where.run, where.task), consistent=True) or {}
+    done = int(record.get(followed_field(where.partition)) or 0)
+    name = partition_log(where.task, where.partition)
+    undone: list[Delta] = []
+    after = 0  # the cursor before the oldest undone round
+    while seq > 0:
+        delta = view.recent.get(seq)
+        if delta is None:
+            (delta,) = next_deltas(table, where.run, name, seq - 1, 1, consistent=True, blobs=blobs)
+        if delta.thru <= done:
+            after = delta.thru
+            break
+        undone.append(delta)
+        seq -= 1
+    for delta in reversed(undone):
+        judged = read_proposals(table, blobs, where.run, where.task, after, delta.thru - after)
+        if len(judged) != delta.thru - after:
+            raise RetryableError(f"task {where.task}: proposals {after + 1}.. not readable yet")
+        _follow_up(services, where.run, where.task, delta.by, delta, [p for _, p in judged])
+        after = delta.thru
+    _mark_followed(services, where, view, cursor)
+
+
+def _mark_followed(services: CrawlServices, where: _Where, view: TaskLog, thru: int) -> None:
+    """Mark the partition's follow-ups done through ``thru`` (never moving the mark back)."""
+    field = followed_field(where.partition)
+    services.table.update(
+        task_key(where.run, where.task),
+        set={field: thru},
+        condition=All(
+            (Cond("pk", "exists"), AnyOf((Cond(field, "not_exists"), Cond(field, "lt", thru))))
+        ),
+    )
+    with view.lock:
+        view.followed = max(view.followed, thru)
 
 
 def _follow_up(
@@ -171,10 +237,12 @@ def judge_behind(services: CrawlServices, run: str, task: str, partitions: int) 
 def caught_up(
     table: Table, run: str, task: str, record: Mapping[str, Any], partitions: int
 ) -> bool:
-    """Whether every partition has judged every proposal of the task, by its ``record``
-    (read consistently before this call): all cursors equal, and no proposal after them
-    (one consistent read: proposals are appended with no gap)."""
+    """Whether every partition has judged every proposal of the task and done its rounds'
+    follow-ups, by its ``record`` (read consistently before this call): all cursors and
+    marks equal, and no proposal after them (one consistent read: proposals are appended
+    with no gap)."""
     cursors = {int(record.get(cursor_field(p)) or 0) for p in range(partitions)}
+    cursors |= {int(record.get(followed_field(p)) or 0) for p in range(partitions)}
     if len(cursors) != 1:
         return False
     (cursor,) = cursors

@@ -300,6 +300,9 @@ class TaskLog:
     parts: int = field(default=0, repr=False, compare=False)
     #: a partition's view: the last proposal its log has judged (crawl/judges.py)
     thru: int = field(default=0, repr=False, compare=False)
+    #: a partition's view: the cursor through which this container knows its rounds'
+    #: follow-ups are done (crawl/judges.py; 0: it must read the task record's mark)
+    followed: int = field(default=0, repr=False, compare=False)
     #: whether the view has read nothing yet (its first refresh starts from a checkpoint)
     cold: bool = field(default=True, repr=False, compare=False)
 
