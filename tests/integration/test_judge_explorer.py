@@ -1,7 +1,8 @@
 """The flat state's proposals and judges under every interleaving the simulation explorer
 schedules (issue 24; tests/helpers/judge_explorer.py).
 
-Per configuration, ``--explore-schedules`` seeded schedules (300 in CI: about 10 s each) of a
+Per configuration, ``--explore-schedules`` seeded schedules (300 in CI: about 10 s each; a
+third as many with rounds of one proposal) of a
 crawl of a generated site of 22 pages proposed by writers and judged by partitions, with
 duplicates, redeliveries, re-drives and crashes between any two storage writes of any
 actor; a failing one prints its seed and its steps, and ``explore_judges(seed)`` replays it.
@@ -25,6 +26,8 @@ SETTINGS = {
     # A budget under the site's 22 pages: rounds admit within it and skip the rest.
     "five partitions, a budget of 9": JudgeSettings(partitions=5, budget=9),
     "one partition": JudgeSettings(partitions=1),
+    # Rounds bounded by bytes to one proposal each (judges.ROUND_BYTES): many more rounds.
+    "rounds of one proposal": JudgeSettings(),
 }
 
 
@@ -39,10 +42,13 @@ def _explore(seeds: range, settings: JudgeSettings) -> list[Outcome]:
 @pytest.mark.timeout(0)  # bounded by the number of schedules asked for
 @pytest.mark.parametrize("name", list(SETTINGS))
 def test_every_schedule_of_proposals_and_judges_ends_every_url_once(
-    request: pytest.FixtureRequest, name: str
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, name: str
 ) -> None:
     count = int(request.config.getoption("--explore-schedules"))
     first = int(request.config.getoption("--explore-from"))
+    if name == "rounds of one proposal":
+        monkeypatch.setattr(judges, "ROUND_BYTES", 1)
+        count = max(1, count // 3)
     failing = _explore(range(first, first + count), SETTINGS[name])
     assert not failing, (
         f"{len(failing)} of {count} schedules failed (seeds {[o.seed for o in failing][:20]});"

@@ -18,7 +18,7 @@ from stepcrawl.crawl.judging import Proposal
 from stepcrawl.crawl.messages import UrlRef
 from stepcrawl.crawl.proposals import ProposalLog, RecentLinks, propose_pages
 from stepcrawl.crawl.tasklog import TaskLogs, fingerprint
-from stepcrawl.storage import MemoryTable, Usage
+from stepcrawl.storage import MemoryTable, Meter, Usage
 from stepcrawl.table_keys import backlog_pk, failure_key, task_key
 
 SITE = "https://shop.test"
@@ -107,8 +107,8 @@ def test_a_judge_that_lost_its_round_judges_again_from_the_moved_cursor(
     read = proposals_module.read_proposals
     raced: list[bool] = []
 
-    def read_then_race(*args: Any) -> Any:
-        found = read(*args)
+    def read_then_race(*args: Any, **kwargs: Any) -> Any:
+        found = read(*args, **kwargs)
         if not raced:  # another judge of the partition commits a round meanwhile
             raced.append(True)
             _propose(first, FETCHED)
@@ -178,6 +178,26 @@ def test_a_judge_that_followed_up_the_last_round_itself_reads_no_mark(
     assert gets == []
 
 
+def test_what_the_judges_spend_is_charged_to_the_task_once() -> None:
+    meter = Meter()
+    services = memory_services(MemoryTable(meter=meter))
+    services.meter = meter
+    _task(services)
+    _propose(services, SEEDS, FETCHED)  # proposals that carry no usage of their own
+    meter.take()  # the set-up's: no judge's
+    before = meter.snapshot()
+    _judge_all(services)
+    record = _record(services)
+    # What the last marks' own updates (and the read just made) cost: the next take's.
+    later = meter.take()
+    after = meter.snapshot()
+    assert record["u_ddb_write_units"] > 0
+    assert record["u_ddb_read_units"] > 0
+    for unit in ("ddb_write_units", "ddb_read_units"):
+        spent = getattr(after, unit) - getattr(before, unit)
+        assert record[f"u_{unit}"] + getattr(later, unit) == pytest.approx(spent)
+
+
 def test_a_round_over_the_budget_admits_what_it_allows_and_skips_the_rest() -> None:
     services = memory_services()
     _task(services, budget=3)
@@ -201,8 +221,8 @@ def test_a_judge_never_judges_a_re_drive_twice_when_another_judged_it_meanwhile(
     read = proposals_module.read_proposals
     raced: list[bool] = []
 
-    def read_then_race(*args: Any) -> Any:
-        found = read(*args)
+    def read_then_race(*args: Any, **kwargs: Any) -> Any:
+        found = read(*args, **kwargs)
         if found and not raced:
             # Meanwhile another judge re-opens "/a", and its new fetch fails again.
             raced.append(True)

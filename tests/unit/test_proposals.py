@@ -93,6 +93,37 @@ def test_a_read_ends_at_the_first_sequence_missing() -> None:
     assert [n for n, _ in read_proposals(table, blobs, "r", "t", 0, 100)] == [1]
 
 
+def test_a_judge_reads_only_its_partitions_urls_and_pages_stay_in_place() -> None:
+    table, blobs = MemoryTable(), MemoryBlobStore()
+    ProposalLog("r", "t", most_bytes=10_000).append(table, blobs, _proposal(0, links=50), 0.0)
+
+    def mine(url: str) -> bool:
+        return url.endswith(("/1", "/f", "/d"))
+
+    ((_, back),) = read_proposals(table, blobs, "r", "t", 0, 10, keep=mine)
+    (page,) = back.pages  # the page is kept, whoever judges it: copies are named by index
+    assert page.ref.url == "https://shop.test/p/0"
+    assert [c.url for c in page.children] == ["https://shop.test/p/0/1"]
+    assert back.seeds == []  # "https://shop.test/" is another partition's
+    assert [r.url for r in back.reopen] == ["https://shop.test/f"]
+    assert back.drain == ["https://shop.test/d"]
+    assert back.usage == Usage(ddb_write_units=2.0)  # partition 0 charges it, whatever it reads
+
+
+def test_a_read_stops_once_it_has_read_its_bound_of_bytes() -> None:
+    table, blobs = MemoryTable(), MemoryBlobStore()
+    log = ProposalLog("r", "t", most_bytes=500)  # those of 2,000 links spill to blobs
+    for n in range(6):
+        log.append(table, blobs, _proposal(n, links=2_000 if n % 2 else 2), 0.0)
+    # At least one proposal, whatever its size.
+    assert [n for n, _ in read_proposals(table, blobs, "r", "t", 0, 10, most_bytes=1)] == [1]
+    whole = read_proposals(table, blobs, "r", "t", 0, 10)
+    assert len(whole) == 6
+    read = read_proposals(table, blobs, "r", "t", 0, 10, most_bytes=2_000)
+    # The first spilled one (sequence 2) weighs more than 2,000 bytes compressed: it ends it.
+    assert [n for n, _ in read] == [1, 2]
+
+
 def _fetched(path: str, links: list[str]) -> PageCommit:
     return PageCommit(
         ref=UrlRef(url=f"https://shop.test{path}"),

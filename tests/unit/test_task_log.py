@@ -12,7 +12,15 @@ from stepcrawl.crawl.commit import BundleCommit, Decision, PageCommit, append, c
 from stepcrawl.crawl.context import CrawlServices
 from stepcrawl.crawl.log_reads import recorded_lines, url_states
 from stepcrawl.crawl.messages import UrlRef
-from stepcrawl.crawl.tasklog import Delta, PageLine, TaskLog, fingerprint, pack, unpack
+from stepcrawl.crawl.tasklog import (
+    Delta,
+    PageLine,
+    TaskLog,
+    TaskLogs,
+    fingerprint,
+    pack,
+    unpack,
+)
 from stepcrawl.errors import FatalError
 from stepcrawl.storage import MemoryTable
 from stepcrawl.storage.meter import item_size
@@ -266,3 +274,34 @@ def test_an_entry_too_big_for_an_item_spills_its_payload_to_a_blob() -> None:
     assert record(s)["claimed"] == 60_001
     with pytest.raises(FatalError, match="spilled"):
         url_states(s.table, RUN, TASK)  # a reader must be given the blob store
+
+
+def _view_of(logs: TaskLogs, task: str, urls: int) -> TaskLog:
+    view = logs.get("r", task)
+    view.apply(Delta(by=f"seed-{task}", admitted=list(range(1, urls + 1))))
+    return view
+
+
+def test_a_containers_views_are_bounded_by_what_they_hold_least_recently_used_out() -> None:
+    logs = TaskLogs(size=16, most_bytes=250_000)
+    a = _view_of(logs, "a", 1000)  # 12 KB of map, 44 KB of its recent delta
+    b = _view_of(logs, "b", 1000)
+    assert logs.get("r", "a") is a  # a is the most recent now
+    big = _view_of(logs, "c", 3000)  # 168 KB more: over the bound, b goes first
+    assert logs.get("r", "c") is big
+    assert logs.get("r", "a") is a
+    assert logs.get("r", "b") is not b  # read again from the log: a new view
+    # A view over the bound alone is kept while it is asked for.
+    alone = TaskLogs(size=16, most_bytes=1_000)
+    huge = _view_of(alone, "h", 5000)
+    assert alone.get("r", "h") is huge
+
+
+def test_a_view_keeps_its_recent_deltas_within_a_bound_of_urls() -> None:
+    view = TaskLog("r", "t")
+    for n in range(4):  # four entries of 40,000 URLs: together over the bound of 100,000
+        view.apply(Delta(by=f"sitemap-{n}", admitted=list(range(n * 40_000 + 1, (n + 1) * 40_000))))
+    assert list(view.recent) == [3, 4]
+    assert view.recent_urls == sum(d.urls() for d in view.recent.values()) < 100_000
+    view.apply(Delta(by="one", admitted=[10**9]))
+    assert list(view.recent) == [3, 4, 5]

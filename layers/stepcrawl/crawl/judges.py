@@ -32,7 +32,7 @@ from stepcrawl.crawl.accounting import failure_record
 from stepcrawl.crawl.commit import Decision, append
 from stepcrawl.crawl.context import CrawlServices
 from stepcrawl.crawl.frontier import REDRIVE_CHUNK, enqueue
-from stepcrawl.crawl.judging import Proposal, judge
+from stepcrawl.crawl.judging import Proposal, judge, partition_of
 from stepcrawl.crawl.messages import UrlRef
 from stepcrawl.crawl.proposals import proposal_key, read_proposals
 from stepcrawl.crawl.tasklog import Delta, TaskLog, fingerprint, next_deltas
@@ -50,8 +50,11 @@ __all__ = [
     "partition_log",
 ]
 
-#: Proposals one round reads at most (a batched read takes 100 keys).
+#: Proposals one round reads at most (a batched read takes 100 keys), and the stored bytes
+#: after which it reads no more (compressed JSON, ~5 times as much once decoded, of which a
+#: judge keeps its partition's links only).
 ROUND_PROPOSALS: Final = 100
+ROUND_BYTES: Final = 2 << 20
 _MAX_MOVES: Final = 100
 
 
@@ -93,6 +96,10 @@ class _Where:
     partition: int
     partitions: int
 
+    def mine(self, url: str) -> bool:
+        """Whether ``url`` is the partition's to judge."""
+        return partition_of(fingerprint(url), self.partitions) == self.partition
+
 
 def judge_round(
     services: CrawlServices, run: str, task: str, partition: int, partitions: int
@@ -107,7 +114,14 @@ def judge_round(
             cursor = view.thru
         _finish_follow_ups(services, where, view)
         proposals = read_proposals(
-            services.table, services.blobs, run, task, cursor, ROUND_PROPOSALS
+            services.table,
+            services.blobs,
+            run,
+            task,
+            cursor,
+            ROUND_PROPOSALS,
+            keep=where.mine,
+            most_bytes=ROUND_BYTES,
         )
         if not proposals:
             return None
@@ -170,8 +184,9 @@ def _finish_follow_ups(services: CrawlServices, where: _Where, view: TaskLog) ->
         undone.append(delta)
         seq -= 1
     for delta in reversed(undone):
-        judged = read_proposals(table, blobs, where.run, where.task, after, delta.thru - after)
-        if len(judged) != delta.thru - after:
+        count = delta.thru - after
+        judged = read_proposals(table, blobs, where.run, where.task, after, count, keep=where.mine)
+        if len(judged) != count:
             raise RetryableError(f"task {where.task}: proposals {after + 1}.. not readable yet")
         _follow_up(services, where.run, where.task, delta.by, delta, [p for _, p in judged])
         after = delta.thru
@@ -179,15 +194,21 @@ def _finish_follow_ups(services: CrawlServices, where: _Where, view: TaskLog) ->
 
 
 def _mark_followed(services: CrawlServices, where: _Where, view: TaskLog, thru: int) -> None:
-    """Mark the partition's follow-ups done through ``thru`` (never moving the mark back)."""
+    """Mark the partition's follow-ups done through ``thru`` (never moving the mark back),
+    and charge the task what the container spent since its meter was last taken: the
+    judge's reads, its round, its follow-ups (as a commit charges its invocation)."""
     field = followed_field(where.partition)
-    services.table.update(
-        task_key(where.run, where.task),
+    spent = {f"u_{k}": v for k, v in services.meter.take().as_dict().items() if v}
+    key, exists = task_key(where.run, where.task), Cond("pk", "exists")
+    marked = services.table.update(
+        key,
         set={field: thru},
-        condition=All(
-            (Cond("pk", "exists"), AnyOf((Cond(field, "not_exists"), Cond(field, "lt", thru))))
-        ),
+        add=spent or None,
+        condition=All((exists, AnyOf((Cond(field, "not_exists"), Cond(field, "lt", thru))))),
     )
+    if marked is None and spent:
+        # Another judge marked it first: what this one spent is charged all the same.
+        services.table.update(key, add=spent, condition=exists)
     with view.lock:
         view.followed = max(view.followed, thru)
 

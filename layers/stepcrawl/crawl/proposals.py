@@ -21,7 +21,7 @@ import json
 import threading
 import zlib
 from array import array
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, replace
 from dataclasses import fields as dataclass_fields
 from typing import Any, Final
@@ -113,14 +113,23 @@ def encode(proposal: Proposal) -> bytes:
     return zlib.compress(json.dumps(body, separators=(",", ":"), default=str).encode(), 6)
 
 
-def decode(payload: bytes) -> Proposal:
+def decode(payload: bytes, keep: Callable[[str], bool] | None = None) -> Proposal:
+    """The proposal stored as ``payload``; with ``keep``, only the links, seeds, re-opens and
+    drains whose URL it keeps (a partition's judge holds its own share of a round's links,
+    not all of them). Pages stay whole and in place: a copy is named by its index."""
     body = json.loads(zlib.decompress(payload))
+
+    def mine(refs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return refs if keep is None else [r for r in refs if keep(r["url"])]
+
+    for page in body["pages"]:
+        page["children"] = mine(page["children"])
     return Proposal(
         by=body["by"],
         pages=[_unpage(p) for p in body["pages"]],
-        seeds=[UrlRef.model_validate(s) for s in body["seeds"]],
-        reopen=[UrlRef.model_validate(r) for r in body["reopen"]],
-        drain=body["drain"],
+        seeds=[UrlRef.model_validate(s) for s in mine(body["seeds"])],
+        reopen=[UrlRef.model_validate(r) for r in mine(body["reopen"])],
+        drain=[url for url in body["drain"] if keep is None or keep(url)],
         usage=Usage(**body["usage"]),
     )
 
@@ -176,20 +185,34 @@ class ProposalLog:
 
 
 def read_proposals(
-    table: Table, blobs: BlobStore, run: str, task: str, after: int, most: int
+    table: Table,
+    blobs: BlobStore,
+    run: str,
+    task: str,
+    after: int,
+    most: int,
+    *,
+    keep: Callable[[str], bool] | None = None,
+    most_bytes: int | None = None,
 ) -> list[tuple[int, Proposal]]:
     """The proposals after sequence ``after``, at most ``most``, up to the first one not
-    found (eventually consistent: proposals never change once written)."""
+    found (eventually consistent: proposals never change once written), and, with
+    ``most_bytes``, up to the one whose stored payloads reach that many bytes together (at
+    least one). ``keep`` filters their URLs (:func:`decode`)."""
     keys = [proposal_key(run, task, after + n) for n in range(1, most + 1)]
     found = table.batch_get(keys, consistent=False)
     out: list[tuple[int, Proposal]] = []
+    read = 0
     for n, key in enumerate(keys, start=after + 1):
-        if (item := found.get(key)) is None:
+        if (item := found.pop(key, None)) is None:
             break
         payload = (
             blobs.get(_spill_key(run, task, str(item["x"]))) if "x" in item else bytes(item["z"])
         )
-        out.append((n, decode(payload)))
+        out.append((n, decode(payload, keep)))
+        read += len(payload)
+        if most_bytes is not None and read >= most_bytes:
+            break
     return out
 
 

@@ -65,6 +65,7 @@ from stepcrawl.table_keys import LOG_STRIPES, log_key, log_pk
 
 __all__ = [
     "LOG_TTL",
+    "VIEWS_BYTES",
     "Delta",
     "PageLine",
     "TaskLog",
@@ -91,8 +92,16 @@ _MAX_SEQ: Final = 2**31 - 1
 #: Entries a cold view reads from each stripe per round of its catch-up: ~1 MB of typical
 #: entries, one query page.
 _TAIL_PAGE: Final = 500
-#: Deltas a task's view keeps after applying them (:attr:`TaskLog.recent`).
+#: Deltas a task's view keeps after applying them (:attr:`TaskLog.recent`), and the most
+#: URLs they may name together (a sitemap's entry names 50,000: 2.1 MiB of Python ints, so
+#: 64 of them would hold more than a container's whole budget for the engine's state).
 _RECENT_DELTAS: Final = 64
+_RECENT_URLS: Final = 100_000
+#: What a view's maps take a URL or a commit id (an 8-byte fingerprint and a 4-byte value).
+_MAP_BYTES: Final = 12
+#: What a container's views take at most together (:class:`TaskLogs`): the one in use is kept
+#: whatever its size. At the engine's state target of 64 MiB, with room for the batch.
+VIEWS_BYTES: Final = 48 << 20
 #: Most entries a refresh asks for in its first round. A key asked for and not there costs a
 #: read unit, like a small entry found; a reader far behind doubles its rounds instead.
 _FIRST_PROBE: Final = 8
@@ -185,6 +194,10 @@ class Delta:
         if not self.recorded_by:
             return [ids[0]] * len(self.recorded)
         return [ids[n] for n in self.recorded_by]
+
+    def urls(self) -> int:
+        """How many URLs the entry names (what holding it costs)."""
+        return len(self.admitted) + len(self.skipped) + len(self.recorded) + len(self.reopened)
 
     def payload_bytes(self) -> int:
         """What the payload weighs in an item (fingerprints, lines, recorders)."""
@@ -292,6 +305,8 @@ class TaskLog:
     probe: int = field(default=_FIRST_PROBE, repr=False, compare=False)
     #: the last deltas applied, by sequence (what a commit reads back right after it)
     recent: OrderedDict[int, Delta] = field(default_factory=OrderedDict, repr=False, compare=False)
+    #: the URLs the recent deltas name together (:meth:`Delta.urls`)
+    recent_urls: int = field(default=0, repr=False, compare=False)
     #: the data profile's exact counts, summed over the entries applied (quality/counters.py),
     #: and the items parts its sample reads: the :data:`SAMPLE_PARTS` first by a hash of their
     #: names. Both are bounded (by the task's schema, and by the sample), not by its size.
@@ -337,9 +352,19 @@ class TaskLog:
             del self.sample_parts[SAMPLE_PARTS:]
 
     def _keep(self, seq: int, delta: Delta) -> None:
+        if (old := self.recent.pop(seq, None)) is not None:
+            self.recent_urls -= old.urls()
         self.recent[seq] = delta
-        while len(self.recent) > _RECENT_DELTAS:
-            self.recent.popitem(last=False)
+        self.recent_urls += delta.urls()
+        while len(self.recent) > 1 and (
+            len(self.recent) > _RECENT_DELTAS or self.recent_urls > _RECENT_URLS
+        ):
+            self.recent_urls -= self.recent.popitem(last=False)[1].urls()
+
+    def nbytes(self) -> int:
+        """About what the view holds: its maps, and its recent deltas' URLs (a 64-bit int
+        in a list and its pointer: 44 bytes, measured with tracemalloc)."""
+        return _MAP_BYTES * (len(self.urls) + len(self.commits)) + 44 * self.recent_urls
 
     def seen(self, fp: int) -> bool:
         """Whether the task has seen URL ``fp`` (admitted, skipped or recorded it)."""
@@ -493,10 +518,13 @@ def next_deltas(
 
 
 class TaskLogs:
-    """The task logs a container has read, by (run, task); bounded, least recently used out."""
+    """The task logs a container has read, by (run, task); bounded by count and by what they
+    hold (:meth:`TaskLog.nbytes`), least recently used out. The one asked for is never put
+    out: a single view over the bytes is kept alone (a task too big for one view is what
+    the flat state's partitions are for: docs/architecture.md)."""
 
-    def __init__(self, size: int = 16) -> None:
-        self.size = size
+    def __init__(self, size: int = 16, most_bytes: int = VIEWS_BYTES) -> None:
+        self.size, self.most_bytes = size, most_bytes
         self._logs: dict[tuple[str, str], TaskLog] = {}
         self._lock = threading.Lock()
 
@@ -504,8 +532,11 @@ class TaskLogs:
         with self._lock:
             log = self._logs.pop((run, task), None) or TaskLog(run, task)
             self._logs[(run, task)] = log  # most recent last
-            while len(self._logs) > self.size:
-                self._logs.pop(next(iter(self._logs)))
+            # Sizes change as views are read on, so they are summed at each ask (a view's
+            # is two lengths and a counter).
+            held = sum(view.nbytes() for view in self._logs.values())
+            while len(self._logs) > 1 and (len(self._logs) > self.size or held > self.most_bytes):
+                held -= self._logs.pop(next(iter(self._logs))).nbytes()
             return log
 
     def forget(self, run: str, task: str) -> None:
