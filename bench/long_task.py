@@ -25,6 +25,10 @@ the checkpoint parts the larger state adds (the tail is bounded by the interval)
 URLs.
 
     .venv/bin/python bench/long_task.py [--sizes 10000,100000,1000000,2000000,100000000]
+
+With ``--partition-urls N``, the flat state's judge side instead (docs/architecture.md,
+"Flat state: the design"): a task cut into partitions of at most N URLs, and what a judge of
+one reads cold and holds (:func:`measure_partitioned`), all sizes measured.
 """
 
 from __future__ import annotations
@@ -39,21 +43,30 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from stepcrawl.crawl.checkpoints import PART_BYTES, write_checkpoint
-from stepcrawl.crawl.context import CrawlConfig
+from stepcrawl.crawl.commit import PageCommit
+from stepcrawl.crawl.context import CrawlConfig, CrawlServices, StaticRegistry
+from stepcrawl.crawl.judges import ROUND_PROPOSALS, judge_round
+from stepcrawl.crawl.judging import Proposal
+from stepcrawl.crawl.messages import UrlRef
+from stepcrawl.crawl.proposals import ProposalLog, RecentLinks
 from stepcrawl.crawl.tasklog import Delta, PageLine, TaskLog
-from stepcrawl.storage import MemoryBlobStore, MemoryTable, Meter
+from stepcrawl.crawl.tokens import MemoryTokens
+from stepcrawl.storage import MemoryBlobStore, MemoryQueue, MemoryTable, Meter
 from stepcrawl.storage.meter import item_size
 from stepcrawl.storage.table import Key
-from stepcrawl.table_keys import log_key
+from stepcrawl.table_keys import log_key, task_key
 
 __all__ = [
     "BlobReadCounter",
+    "Judged",
     "Measured",
     "ReadCounter",
     "extrapolate",
     "main",
     "measure",
+    "measure_partitioned",
     "parts",
+    "round_cost",
     "synthetic_log",
 ]
 
@@ -221,13 +234,137 @@ def parts(state_bytes: int) -> int:
     return 2 + state_bytes // PART_BYTES
 
 
+@dataclass(frozen=True)
+class Judged:
+    """One size in the flat state (docs/architecture.md, "Flat state: the design"): what a
+    judge of one of its P partitions reads cold and holds. Its view is a task log of the
+    partition's URLs (measured with :func:`measure` at that size); the writer's cache of
+    recent links and one round over :data:`~stepcrawl.crawl.judges.ROUND_PROPOSALS`
+    proposals are measured by :func:`round_cost`."""
+
+    urls: int
+    partitions: int
+    view: Measured
+    round_requests: int
+    round_peak: int
+    cache_bytes: int
+
+    @property
+    def state_bytes(self) -> int:
+        return self.view.state_bytes + self.cache_bytes + self.round_peak
+
+    @property
+    def cold_requests(self) -> int:
+        return self.view.cold_requests + self.round_requests
+
+    def row(self) -> str:
+        return (
+            f"{self.urls:>13,} {self.partitions:>5,} {self.view.urls:>11,} "
+            f"{self.cold_requests:>13,} {self.view.state_bytes / MiB:>9,.1f} "
+            f"{self.cache_bytes / MiB:>9,.1f} {self.round_peak / MiB:>9,.1f} "
+            f"{self.state_bytes / MiB:>9,.1f}"
+        )
+
+
+def round_cost(partitions: int, pages: int = 100, links: int = 3) -> tuple[int, int]:
+    """A cold judge's first round of partition 0 over a full round of proposals, each of
+    ``pages`` pages proposing ``links`` new links (the design's candidates a page): its read
+    requests (the follow-ups' mark, the proposals) and the most it held (``tracemalloc``)."""
+    rng = random.Random(7)
+    meter = Meter()
+    table, blobs = ReadCounter(meter), BlobReadCounter(meter)
+    services = CrawlServices(
+        table=table,
+        fetch_queue=MemoryQueue(),
+        parse_queue=MemoryQueue(),
+        blobs=blobs,
+        tokens=MemoryTokens(),
+        registry=StaticRegistry([]),
+        meter=meter,
+    )
+    pk, sk = task_key(RUN, TASK)
+    table.put({"pk": pk, "sk": sk, "status": "running", "budget": 10**12, "claimed": 0})
+    log = ProposalLog(RUN, TASK, most_bytes=services.config.log_entry_bytes)
+    for n in range(ROUND_PROPOSALS):
+        proposed = [
+            PageCommit(
+                ref=UrlRef(url=f"https://s{n}.test/p/{m}", depth=1),
+                ok=True,
+                status=200,
+                reason="",
+                items=1,
+                size=18_000,
+                children=[
+                    UrlRef(url=f"https://s{n}.test/l/{rng.getrandbits(48):x}", depth=2)
+                    for _ in range(links)
+                ],
+            )
+            for m in range(pages)
+        ]
+        log.append(table, blobs, Proposal(by=f"b{n}", pages=proposed), 0.0)
+    table.reads = blobs.reads = 0
+    gc.collect()
+    tracemalloc.start()
+    judged = judge_round(services, RUN, TASK, 0, partitions)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert judged is not None
+    # The round's own reads: its view (empty here) is counted by :func:`measure`.
+    return table.reads + blobs.reads, peak
+
+
+def measure_partitioned(urls: int, pages: int, partition_urls: int) -> Judged:
+    """``urls`` cut into as many partitions as keep each at most ``partition_urls``."""
+    partitions = -(-urls // partition_urls)
+    requests, peak = round_cost(partitions)
+    cache = RecentLinks()
+    return Judged(
+        urls=urls,
+        partitions=partitions,
+        view=measure(-(-urls // partitions), pages),
+        round_requests=requests,
+        round_peak=peak,
+        cache_bytes=cache.slots.itemsize * len(cache.slots),
+    )
+
+
+def _verdicts(last: Measured | Judged) -> None:
+    """The largest size against the targets."""
+    for name, value, target in (
+        ("state", last.state_bytes, STATE_TARGET),
+        ("cold reads", last.cold_requests, READS_TARGET),
+    ):
+        verdict = "within" if value <= target else "over"
+        print(f"target at {last.urls:,} URLs: {name} {value:,} vs {target:,}: {verdict}")
+
+
+def main_partitioned(sizes: Sequence[int], pages: int, partition_urls: int) -> None:
+    print(
+        f"{'URLs seen':>13} {'P':>5} {'URLs a P':>11} {'cold requests':>13} "
+        f"{'view MiB':>9} {'cache MiB':>9} {'round MiB':>9} {'state MiB':>9}"
+    )
+    rows = [measure_partitioned(n, pages, partition_urls) for n in sizes]
+    for row in rows:
+        print(row.row())
+    _verdicts(rows[-1])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="10000,100000,1000000,2000000,10000000,100000000")
     parser.add_argument("--measure-up-to", type=int, default=2_000_000, help="URLs")
     parser.add_argument("--pages", type=int, default=25, help="recorded pages per entry")
+    parser.add_argument(
+        "--partition-urls",
+        type=int,
+        default=0,
+        help="the flat state's judges instead, with partitions of at most this many URLs",
+    )
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
+    if args.partition_urls:
+        main_partitioned(sizes, args.pages, args.partition_urls)
+        return
     measured = [measure(n, args.pages) for n in sizes if n <= args.measure_up_to]
     if len(measured) < 2:
         raise SystemExit("measure at least two sizes (--measure-up-to)")
@@ -247,13 +384,7 @@ def main() -> None:
         f"{reads_per_million:,.0f} cold read requests per million URLs "
         f"({'flat' if per_url < 1 and reads_per_million < 1 else 'growing'})"
     )
-    last = rows[-1]
-    for name, value, target in (
-        ("state", last.state_bytes, STATE_TARGET),
-        ("cold reads", last.cold_requests, READS_TARGET),
-    ):
-        verdict = "within" if value <= target else "over"
-        print(f"target at {last.urls:,} URLs: {name} {value:,} vs {target:,}: {verdict}")
+    _verdicts(rows[-1])
     print(f"measured in {sum(m.seconds for m in measured):.1f} s")
 
 

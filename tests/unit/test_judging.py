@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from stepcrawl.crawl.commit import PageCommit
 from stepcrawl.crawl.judging import Judgement, Proposal, judge, partition_of
 from stepcrawl.crawl.messages import UrlRef
+from stepcrawl.crawl.proposals import decode, encode
 from stepcrawl.crawl.tasklog import TaskLog, fingerprint
 from stepcrawl.storage import Usage
 
@@ -221,3 +222,25 @@ def test_partitions_judged_in_rounds_decide_as_each_proposal_alone_in_order(
     assert {k: v for k, v in totals.items() if v} == {k: v for k, v in expected.items() if v}
     assert states == expected_states
     assert len(admitted) == expected["claimed"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(proposal, max_size=8), st.integers(1, 4), st.integers(0, 6))
+def test_a_judge_reading_only_its_partitions_share_decides_the_same(
+    proposals: list[Proposal], partitions: int, budget: int
+) -> None:
+    """Proposals read for one partition (``proposals.decode`` with its filter) give the
+    judgement the whole proposals give, copies named by their index as written."""
+    for partition in range(partitions):
+
+        def mine(url: str, partition: int = partition) -> bool:
+            return partition_of(fingerprint(url), partitions) == partition
+
+        whole = judge(TaskLog("r", "t"), partition, partitions, proposals, budget, "j")
+        shares = [decode(encode(p), mine) for p in proposals]
+        share = judge(TaskLog("r", "t"), partition, partitions, shares, budget, "j")
+        assert share.delta == whole.delta
+        assert share.add == whole.add
+        assert share.accepted == whole.accepted
+        assert share.admitted == whole.admitted
+        assert share.reopened == whole.reopened

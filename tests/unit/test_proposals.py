@@ -4,6 +4,7 @@ writers that hold only its end, read back whole, large payloads from a blob."""
 from __future__ import annotations
 
 import zlib
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -93,21 +94,30 @@ def test_a_read_ends_at_the_first_sequence_missing() -> None:
     assert [n for n, _ in read_proposals(table, blobs, "r", "t", 0, 100)] == [1]
 
 
-def test_a_judge_reads_only_its_partitions_urls_and_pages_stay_in_place() -> None:
+def test_a_judge_reads_only_its_partitions_share_of_a_proposal() -> None:
     table, blobs = MemoryTable(), MemoryBlobStore()
-    ProposalLog("r", "t", most_bytes=10_000).append(table, blobs, _proposal(0, links=50), 0.0)
+    pages = [*_proposal(0, links=50).pages, *_proposal(1, links=3).pages]
+    whole = replace(_proposal(0), pages=pages)
+    ProposalLog("r", "t", most_bytes=10_000).append(table, blobs, whole, 0.0)
 
     def mine(url: str) -> bool:
-        return url.endswith(("/1", "/f", "/d"))
+        return url.endswith(("/p/1", "/0/1", "/1/2", "/f", "/d"))
 
     ((_, back),) = read_proposals(table, blobs, "r", "t", 0, 10, keep=mine)
-    (page,) = back.pages  # the page is kept, whoever judges it: copies are named by index
-    assert page.ref.url == "https://shop.test/p/0"
-    assert [c.url for c in page.children] == ["https://shop.test/p/0/1"]
-    assert back.seeds == []  # "https://shop.test/" is another partition's
-    assert [r.url for r in back.reopen] == ["https://shop.test/f"]
+    # Page 1 only, named by its index as written; the links of every page that are mine.
+    assert [(page.ref.url, back.page_index(m)) for m, page in enumerate(back.pages)] == [
+        ("https://shop.test/p/1", 1)
+    ]
+    assert [c.url for c in back.candidates()] == [
+        "https://shop.test/p/0/1",  # a link of page 0, which is another partition's
+        "https://shop.test/p/1/2",
+    ]
+    assert back.reopen[0].url == "https://shop.test/f"
     assert back.drain == ["https://shop.test/d"]
     assert back.usage == Usage(ddb_write_units=2.0)  # partition 0 charges it, whatever it reads
+    ((_, all_of_it),) = read_proposals(table, blobs, "r", "t", 0, 10)
+    assert len(all_of_it.candidates()) == 1 + 53  # the seed and every link
+    assert all_of_it.page_index(1) == 1
 
 
 def test_a_read_stops_once_it_has_read_its_bound_of_bytes() -> None:
@@ -210,3 +220,13 @@ def test_a_pages_state_keeps_its_packed_links_as_bytes() -> None:
     ProposalLog("r", "t", most_bytes=10_000).append(table, blobs, proposal, 0.0)
     ((_, back),) = read_proposals(table, blobs, "r", "t", 0, 10)
     assert back.pages[0].state == state
+
+
+def test_a_read_stops_once_it_holds_its_bound_of_urls() -> None:
+    table, blobs = MemoryTable(), MemoryBlobStore()
+    log = ProposalLog("r", "t", most_bytes=10_000)
+    for n in range(5):
+        log.append(table, blobs, _proposal(n, links=10), 0.0)  # 14 URLs each, seed included
+    read = read_proposals(table, blobs, "r", "t", 0, 10, most_urls=30)
+    assert [p.urls() for _, p in read] == [14, 14, 14]  # the third reaches 30
+    assert [n for n, _ in read_proposals(table, blobs, "r", "t", 0, 10, most_urls=1)] == [1]

@@ -50,11 +50,13 @@ __all__ = [
     "partition_log",
 ]
 
-#: Proposals one round reads at most (a batched read takes 100 keys), and the stored bytes
-#: after which it reads no more (compressed JSON, ~5 times as much once decoded, of which a
-#: judge keeps its partition's links only).
+#: Proposals one round reads at most (a batched read takes 100 keys); the stored bytes, and
+#: the URLs kept once decoded (its partition's pages and links: ~1.7 KB each as objects),
+#: after which it reads no more. A full round of 100 proposals of 100 pages with three new
+#: links each held 67 MiB unfiltered (``bench/long_task.py``).
 ROUND_PROPOSALS: Final = 100
 ROUND_BYTES: Final = 2 << 20
+ROUND_URLS: Final = 10_000
 _MAX_MOVES: Final = 100
 
 
@@ -122,6 +124,7 @@ def judge_round(
             ROUND_PROPOSALS,
             keep=where.mine,
             most_bytes=ROUND_BYTES,
+            most_urls=ROUND_URLS,
         )
         if not proposals:
             return None
@@ -224,8 +227,7 @@ def _follow_up(
     wanted = set(queued)
     refs: dict[int, UrlRef] = {}
     for proposal in proposals:
-        links = [*proposal.seeds, *(c for page in proposal.pages for c in page.children)]
-        for ref in [*proposal.reopen, *links]:
+        for ref in [*proposal.reopen, *proposal.candidates()]:
             fp = fingerprint(ref.url)
             if fp in wanted and fp not in refs:
                 refs[fp] = ref

@@ -55,6 +55,26 @@ class Proposal:
     reopen: Sequence[UrlRef] = ()
     drain: Sequence[str] = ()  # URLs the cost guard records as skipped, if still waiting
     usage: Usage = field(default_factory=Usage)
+    #: read for one partition (``proposals.decode``): each kept page's index in the proposal
+    #: as written (None: as written, every page there), and the partition's candidate links
+    #: of all its pages, in order (a page of another partition links to this one's URLs)
+    indices: Sequence[int] | None = None
+    links: Sequence[UrlRef] = ()
+
+    def page_index(self, m: int) -> int:
+        """The index, in the proposal as written, of page ``m`` of :attr:`pages`."""
+        return m if self.indices is None else self.indices[m]
+
+    def urls(self) -> int:
+        """How many URLs it holds (what holding it decoded costs: ~1.7 KB each, a page with
+        its fields or a link, measured by ``bench/long_task.py``)."""
+        return len(self.pages) + len(self.candidates()) + len(self.reopen) + len(self.drain)
+
+    def candidates(self) -> list[UrlRef]:
+        """The URLs proposed for admission, in order: the seeds, then the pages' links."""
+        if self.indices is not None:
+            return [*self.seeds, *self.links]
+        return [*self.seeds, *(c for page in self.pages for c in page.children)]
 
 
 @dataclass
@@ -99,7 +119,7 @@ def judge(
         for m, page in enumerate(proposal.pages):
             if (fp := mine(page.ref.url)) is not None and not round_.recorded(fp):
                 round_.record(fp, page.line(), (n, m))
-        for ref in [*proposal.seeds, *(c for page in proposal.pages for c in page.children)]:
+        for ref in proposal.candidates():
             if (fp := mine(ref.url)) is not None:
                 round_.propose(fp, ref)
     return round_.judgement(proposals, by)
@@ -161,8 +181,9 @@ class _Round:
 
     def judgement(self, proposals: Sequence[Proposal], by: str) -> Judgement:
         admitted = list(self.new)
-        accepted = [copy for _, copy in self.lines.values() if copy is not None]
-        pages = [proposals[n].pages[m] for n, m in accepted]
+        copies = [copy for _, copy in self.lines.values() if copy is not None]
+        pages = [proposals[n].pages[m] for n, m in copies]
+        accepted = [(n, proposals[n].page_index(m)) for n, m in copies]
         drained = sum(copy is None for _, copy in self.lines.values())
         spent = sum((p.usage for p in proposals), Usage()) if self.charges else Usage()
         add = counters(pages, len(admitted), len(self.skipped), spent)

@@ -114,23 +114,38 @@ def encode(proposal: Proposal) -> bytes:
 
 
 def decode(payload: bytes, keep: Callable[[str], bool] | None = None) -> Proposal:
-    """The proposal stored as ``payload``; with ``keep``, only the links, seeds, re-opens and
-    drains whose URL it keeps (a partition's judge holds its own share of a round's links,
-    not all of them). Pages stay whole and in place: a copy is named by its index."""
+    """The proposal stored as ``payload``; with ``keep``, only what is about the URLs it
+    keeps (a partition's judge holds its own share of a round, not all of it): those pages,
+    each with its index as written (a copy is named by it), and the candidate links of all
+    the pages, seeds, re-opens and drains (:attr:`Proposal.indices`, :attr:`Proposal.links`)."""
     body = json.loads(zlib.decompress(payload))
+    usage = Usage(**body["usage"])
+    if keep is None:
+        return Proposal(
+            by=body["by"],
+            pages=[_unpage(p) for p in body["pages"]],
+            seeds=[UrlRef.model_validate(s) for s in body["seeds"]],
+            reopen=[UrlRef.model_validate(r) for r in body["reopen"]],
+            drain=body["drain"],
+            usage=usage,
+        )
 
-    def mine(refs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        return refs if keep is None else [r for r in refs if keep(r["url"])]
+    def mine(refs: list[dict[str, Any]]) -> list[UrlRef]:
+        return [UrlRef.model_validate(r) for r in refs if keep(r["url"])]
 
-    for page in body["pages"]:
-        page["children"] = mine(page["children"])
+    pages = [(m, p) for m, p in enumerate(body["pages"]) if keep(p["ref"]["url"])]
+    links = [link for page in body["pages"] for link in mine(page["children"])]
+    for _, page in pages:
+        page["children"] = []  # in ``links``
     return Proposal(
         by=body["by"],
-        pages=[_unpage(p) for p in body["pages"]],
-        seeds=[UrlRef.model_validate(s) for s in mine(body["seeds"])],
-        reopen=[UrlRef.model_validate(r) for r in mine(body["reopen"])],
-        drain=[url for url in body["drain"] if keep is None or keep(url)],
-        usage=Usage(**body["usage"]),
+        pages=[_unpage(p) for _, p in pages],
+        seeds=mine(body["seeds"]),
+        reopen=mine(body["reopen"]),
+        drain=[url for url in body["drain"] if keep(url)],
+        usage=usage,
+        indices=[m for m, _ in pages],
+        links=links,
     )
 
 
@@ -194,24 +209,28 @@ def read_proposals(
     *,
     keep: Callable[[str], bool] | None = None,
     most_bytes: int | None = None,
+    most_urls: int | None = None,
 ) -> list[tuple[int, Proposal]]:
     """The proposals after sequence ``after``, at most ``most``, up to the first one not
-    found (eventually consistent: proposals never change once written), and, with
-    ``most_bytes``, up to the one whose stored payloads reach that many bytes together (at
-    least one). ``keep`` filters their URLs (:func:`decode`)."""
+    found (eventually consistent: proposals never change once written), and up to the one
+    whose stored payloads reach ``most_bytes`` together, or whose URLs as read reach
+    ``most_urls`` (at least one). ``keep`` filters their URLs (:func:`decode`)."""
     keys = [proposal_key(run, task, after + n) for n in range(1, most + 1)]
     found = table.batch_get(keys, consistent=False)
     out: list[tuple[int, Proposal]] = []
-    read = 0
+    read = urls = 0
     for n, key in enumerate(keys, start=after + 1):
         if (item := found.pop(key, None)) is None:
             break
         payload = (
             blobs.get(_spill_key(run, task, str(item["x"]))) if "x" in item else bytes(item["z"])
         )
-        out.append((n, decode(payload, keep)))
-        read += len(payload)
-        if most_bytes is not None and read >= most_bytes:
+        proposal = decode(payload, keep)
+        out.append((n, proposal))
+        read, urls = read + len(payload), urls + proposal.urls()
+        if (most_bytes is not None and read >= most_bytes) or (
+            most_urls is not None and urls >= most_urls
+        ):
             break
     return out
 
