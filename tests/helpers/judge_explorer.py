@@ -21,11 +21,14 @@ from __future__ import annotations
 
 import random
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 from urllib.parse import urljoin
 
 from tests.helpers.explorer import Outcome
+from tests.helpers.interleaving import Interleaved, interleave
 from tests.helpers.sim_world import Crash, CrashPlan, Faulty, SimSite
 from tests.helpers.tasklog import put_task_record
 
@@ -35,7 +38,7 @@ from stepcrawl.crawl.context import CrawlConfig, CrawlServices, StaticRegistry
 from stepcrawl.crawl.frontier import chunk_entries
 from stepcrawl.crawl.judging import Proposal
 from stepcrawl.crawl.messages import UrlRef
-from stepcrawl.crawl.proposals import ProposalLog, RecentLinks, propose_pages
+from stepcrawl.crawl.proposals import ProposalLog, RecentLinks, propose_pages, read_proposals
 from stepcrawl.crawl.tasklog import TaskLogs, fingerprint
 from stepcrawl.crawl.tokens import MemoryTokens
 from stepcrawl.fetch.classify import http_reason
@@ -47,6 +50,9 @@ __all__ = ["JudgeSettings", "explore_judges"]
 RUN, TASK = "run-1", "crawl_0"
 HOME = "https://shop-0.test/"
 _HREF = re.compile(r'href="([^"]+)"')
+#: What each fetch and parse invocation's proposal says it spent: the task must be charged
+#: it once per proposal in the log, by partition 0's judge.
+_SPENT = Usage(lambda_ms=1.0)
 
 
 @dataclass(frozen=True)
@@ -59,6 +65,8 @@ class JudgeSettings:
     duplicate_rate: float = 0.1
     redrives: int = 3
     budget: int = 1000
+    #: Share of steps that run two invocations at once, interleaved call by call.
+    overlaps: float = 0.1
     max_steps: int = 3000
     config: CrawlConfig = field(
         default_factory=lambda: CrawlConfig(
@@ -151,6 +159,14 @@ class _JudgeSimulation:
     def write(self, crashes: bool) -> None:
         """A fetch and parse invocation: up to three messages in flight, fetched and proposed;
         a crash gives them back (a redelivery), a duplicate leaves a copy in flight."""
+        taken, propose = self.fetch_some()
+        what = f"propose {[m.ref.url.removeprefix(HOME) for m in taken]}"
+        if not self.act(what, crashes, propose):
+            self.flight += taken
+
+    def fetch_some(self) -> tuple[list[_Message], Callable[[_Container], int]]:
+        """Up to three messages taken from flight and fetched, and the proposal of their
+        pages, to make in a container."""
         taken = self.rng.sample(self.flight, min(len(self.flight), self.rng.randint(1, 3)))
         self.flight = [m for m in self.flight if all(m is not t for t in taken)]
         for message in taken:
@@ -158,24 +174,40 @@ class _JudgeSimulation:
             if self.rng.random() < self.settings.duplicate_rate:
                 self.flight.append(_Message(message.ref))
         self.bundles += 1
-        pages = [self.fetch(m.ref) for m in taken]
-        what = f"propose {[m.ref.url.removeprefix(HOME) for m in taken]}"
-        done = self.act(
-            what,
-            crashes,
-            lambda c: propose_pages(
-                c.services.table,
-                c.services.blobs,
-                c.log,
-                c.recent,
-                f"bundle-{self.bundles}",
-                pages,
-                Usage(),
-                self.now,
-            ),
-        )
-        if not done:
-            self.flight += taken
+        by, pages = f"bundle-{self.bundles}", [self.fetch(m.ref) for m in taken]
+
+        def propose(c: _Container) -> int:
+            table, blobs = c.services.table, c.services.blobs
+            return propose_pages(table, blobs, c.log, c.recent, by, pages, _SPENT, self.now)
+
+        return taken, propose
+
+    def overlap(self) -> None:
+        """Two or three invocations at once, each on a container of its own, interleaved one
+        storage call at a time (tests/helpers/interleaving.py): judges of one partition or of
+        several, a sweep, writers (whose proposals land between two judges' reads)."""
+        partitions = self.settings.partitions
+        shared = self.rng.randrange(partitions)
+        jobs: list[Interleaved] = []
+        for n in range(self.rng.choice([2, 3])):
+            kind = self.rng.choice(["judge", "judge", "sweep", *(["write"] if self.flight else [])])
+            container = _Container(self)
+            if kind == "judge":
+                p = shared if self.rng.random() < 0.7 else self.rng.randrange(partitions)
+                kind = f"judge {p}"
+                work = partial(judges.judge_round, container.services, RUN, TASK, p, partitions)
+            elif kind == "sweep":
+                work = partial(self.sweep, container)
+            else:
+                _, propose = self.fetch_some()  # proposed, or the schedule fails
+                work = partial(propose, container)
+            jobs.append(Interleaved(f"{kind}#{n}", work))
+        order = interleave(self.rng, jobs)
+        names = [job.name for job in jobs]
+        self.steps.append(f"overlap {names}: " + "".join(str(names.index(n)) for n in order))
+        for job in jobs:
+            if job.error is not None:
+                raise job.error
 
     def fetch(self, ref: UrlRef) -> PageCommit:
         self.fetches[ref.url] = self.fetches.get(ref.url, 0) + 1
@@ -226,6 +258,8 @@ class _JudgeSimulation:
             self.act("redrive", crashes, self.redrive)
         elif choice < 0.1:
             self.act("sweep", crashes, self.sweep)
+        elif choice < 0.1 + self.settings.overlaps:
+            self.overlap()
         elif choice < 0.45:
             self.act("judge", crashes, self.judge)
         elif choice < 0.7 or not self.flight:
@@ -289,6 +323,9 @@ class _JudgeSimulation:
             problems.append(
                 f"{len(recorded)} of {claimed} claimed URLs recorded; not: {unrecorded}"
             )
+        proposed = self.proposed_bundles()
+        if record.get("u_lambda_ms", 0) != proposed * _SPENT.lambda_ms:
+            problems.append(f"charged {record.get('u_lambda_ms')} for {proposed} proposals")
         if int(record.get("budget") or 0) != self.settings.budget - counted["claimed"]:
             problems.append(f"budget {record.get('budget')} after {counted['claimed']} claimed")
         for url in sorted(recorded & dead):
@@ -299,6 +336,14 @@ class _JudgeSimulation:
             problems.append("the partitions' cursors or marks are not at the proposal log's end")
         problems += [f"over its limit: {what}" for what in self.plan.oversized]
         return problems
+
+    def proposed_bundles(self) -> int:
+        """The fetch and parse invocations' proposals in the log."""
+        count, after = 0, 0
+        while found := read_proposals(self.table, self.blobs, RUN, TASK, after, 100):
+            count += sum(p.by.startswith("bundle-") for _, p in found)
+            after = found[-1][0]
+        return count
 
     def check_logs(self, urls: set[str], dead: set[str]) -> tuple[set[str], list[str]]:
         """The URLs the partitions' logs record; each must be in one partition only, and

@@ -1,11 +1,12 @@
 """The flat state's proposals and judges under every interleaving the simulation explorer
 schedules (issue 24; tests/helpers/judge_explorer.py).
 
-Per configuration, ``--explore-schedules`` seeded schedules (300 in CI: about 10 s each; a
-third as many with rounds of one proposal) of a
-crawl of a generated site of 22 pages proposed by writers and judged by partitions, with
-duplicates, redeliveries, re-drives and crashes between any two storage writes of any
-actor; a failing one prints its seed and its steps, and ``explore_judges(seed)`` replays it.
+Per configuration, ``--explore-schedules`` seeded schedules (300 in CI, about 10 s each; a
+third as many with rounds of one proposal) of a crawl of a generated site of 22 pages,
+proposed by writers and judged by partitions, with duplicates, redeliveries, re-drives,
+crashes between any two storage writes of any actor, and steps (a tenth) that run two or
+three invocations at once, interleaved one storage call at a time; a failing one prints its
+seed and its steps, and ``explore_judges(seed)`` replays it.
 """
 
 from __future__ import annotations
@@ -69,3 +70,18 @@ def test_the_explorer_finds_follow_ups_a_dead_judge_left(monkeypatch: pytest.Mon
     # The figure docs/architecture.md quotes (its table of invariants) is this one.
     docs = (Path(__file__).parents[2] / "docs" / "architecture.md").read_text()
     assert f"it fails {len(found)} of seeds 0-39" in docs
+
+
+def test_the_explorer_finds_a_round_judged_over_a_moved_cursor(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A judge that goes on deciding after another judge of its partition judged other
+    proposals past the cursor it read (a writer appended between their reads) judges
+    those proposals twice: partition 0 then charges their usage twice. Only overlapping
+    judges reach it; the explorer must find it."""
+    monkeypatch.setattr(judges, "_moved", lambda log, cursor: False)
+    found = _explore(range(100), JudgeSettings())
+    assert found, "the explorer found nothing"
+    assert any("charged" in p for o in found for p in o.problems), found[0].describe()
+    docs = (Path(__file__).parents[2] / "docs" / "architecture.md").read_text()
+    assert f"it fails {len(found)} of seeds 0-99" in docs

@@ -144,7 +144,7 @@ def _round(
     decisions: list[Decision] = []
 
     def decide(log: TaskLog, budget: int | None) -> Decision:
-        if log.thru != cursor:
+        if _moved(log, cursor):
             raise _MovedError
         judgement = judge(log, where.partition, where.partitions, judged, budget, by)
         judgement.delta.thru = proposals[-1][0]
@@ -161,6 +161,12 @@ def _round(
     shards = _follow_up(services, where.run, where.task, by, delta, judged)
     _mark_followed(services, where, log, delta.thru)
     return Round(by, delta, fresh, shards)
+
+
+def _moved(log: TaskLog, cursor: int) -> bool:
+    """Whether another judge of the partition judged past ``cursor`` since it was read: its
+    round named other proposals, so this one's must be read again from the new cursor."""
+    return log.thru != cursor
 
 
 def _finish_follow_ups(services: CrawlServices, where: _Where, view: TaskLog) -> None:
