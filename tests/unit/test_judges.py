@@ -198,6 +198,36 @@ def test_what_the_judges_spend_is_charged_to_the_task_once() -> None:
         assert record[f"u_{unit}"] + getattr(later, unit) == pytest.approx(spent)
 
 
+def test_a_sweep_judges_only_the_partitions_behind(monkeypatch: pytest.MonkeyPatch) -> None:
+    services = memory_services()
+    _task(services)
+    _propose(services, SEEDS)
+    _judge_all(services)
+    judged: list[int] = []
+    judge_round = judges.judge_round
+
+    def spied(services: CrawlServices, run: str, task: str, p: int, n: int) -> Any:
+        judged.append(p)
+        return judge_round(services, run, task, p, n)
+
+    monkeypatch.setattr(judges, "judge_round", spied)
+    assert judges.judge_behind(services, "r", "t", PARTITIONS) == []
+    assert judged == []  # all caught up: no partition's log read
+    # Partition 1's follow-ups left undone (its mark behind its cursor, as a judge that died
+    # before its mark leaves it): a new container judges only it, and marks it.
+    pk, sk = task_key("r", "t")
+    cursor = _record(services)[judges.cursor_field(1)]
+    services.table.update((pk, sk), set={judges.followed_field(1): 0})
+    assert judges.behind(services.table, "r", "t", _record(services), PARTITIONS) == [1]
+    services.task_logs = TaskLogs()
+    judges.judge_behind(services, "r", "t", PARTITIONS)
+    assert judged == [1]
+    assert _record(services)[judges.followed_field(1)] == cursor
+    # A new proposal: every partition has it to judge.
+    _propose(services, FETCHED)
+    assert judges.behind(services.table, "r", "t", _record(services), PARTITIONS) == [0, 1, 2]
+
+
 def test_a_round_over_the_budget_admits_what_it_allows_and_skips_the_rest() -> None:
     services = memory_services()
     _task(services, budget=3)

@@ -42,6 +42,7 @@ from stepcrawl.table_keys import task_key
 
 __all__ = [
     "Round",
+    "behind",
     "caught_up",
     "cursor_field",
     "followed_field",
@@ -253,14 +254,36 @@ def _follow_up(
 
 
 def judge_behind(services: CrawlServices, run: str, task: str, partitions: int) -> list[Round]:
-    """Every partition's rounds until it has judged all the proposals it reads, one
-    partition's view held at a time (the finisher's and the sweeper's way)."""
+    """The rounds of every partition that is :func:`behind`, until it has judged all the
+    proposals it reads, one partition's view held at a time (the finisher's and the
+    sweeper's way). A partition with nothing to do costs no read of its log."""
+    record = services.table.get(task_key(run, task), consistent=True)
+    if record is None:
+        return []
     rounds: list[Round] = []
-    for partition in range(partitions):
+    for partition in behind(services.table, run, task, record, partitions):
         while (done := judge_round(services, run, task, partition, partitions)) is not None:
             rounds.append(done)
         services.task_logs.forget(run, partition_log(task, partition))
     return rounds
+
+
+def behind(
+    table: Table, run: str, task: str, record: Mapping[str, Any], partitions: int
+) -> list[int]:
+    """The partitions with proposals left to judge or follow-ups left to do, by the task's
+    ``record`` (read consistently before this call): one consistent read a distinct cursor
+    (proposals are appended with no gap: a cursor with no proposal after it is the end)."""
+    ahead: dict[int, bool] = {}
+    found = []
+    for partition in range(partitions):
+        cursor = int(record.get(cursor_field(partition)) or 0)
+        if cursor not in ahead:
+            after = table.get(proposal_key(run, task, cursor + 1), consistent=True)
+            ahead[cursor] = after is not None
+        if ahead[cursor] or int(record.get(followed_field(partition)) or 0) < cursor:
+            found.append(partition)
+    return found
 
 
 def caught_up(
