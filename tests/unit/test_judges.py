@@ -11,13 +11,13 @@ from tests.helpers.tasklog import memory_services, put_task_record
 
 from stepcrawl.crawl import judges
 from stepcrawl.crawl import proposals as proposals_module
-from stepcrawl.crawl.commit import PageCommit
+from stepcrawl.crawl.commit import Decision, PageCommit, append
 from stepcrawl.crawl.context import CrawlServices
 from stepcrawl.crawl.frontier import chunk_entries
 from stepcrawl.crawl.judging import Proposal
 from stepcrawl.crawl.messages import UrlRef
 from stepcrawl.crawl.proposals import ProposalLog, RecentLinks, propose_pages
-from stepcrawl.crawl.tasklog import TaskLogs, fingerprint
+from stepcrawl.crawl.tasklog import Delta, TaskLogs, fingerprint
 from stepcrawl.storage import MemoryTable, Meter, Usage
 from stepcrawl.table_keys import backlog_pk, failure_key, task_key
 
@@ -156,6 +156,34 @@ def test_follow_ups_a_dead_judge_left_are_done_by_the_next_judge_before_the_task
     record = _record(services)
     assert judges.caught_up(services.table, "r", "t", record, PARTITIONS)
     assert {record[judges.followed_field(p)] for p in range(PARTITIONS)} == {2}
+
+
+def test_an_entry_that_is_not_a_round_does_not_hide_a_round_left_unfollowed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    services = memory_services()
+    _task(services)
+    _propose(services, SEEDS)
+    follow_up = judges._follow_up
+
+    def die(*args: Any) -> Any:
+        raise _Died
+
+    monkeypatch.setattr(judges, "_follow_up", die)
+    with pytest.raises(_Died):
+        judges.judge_round(services, "r", "t", 0, 1)
+    monkeypatch.setattr(judges, "_follow_up", follow_up)
+
+    def other(log: Any, budget: Any) -> Decision:
+        return Decision(Delta(by="other"), {})
+
+    # An entry after the round that judged no proposal (a re-drive's, written straight to
+    # the partition's log): the walk back to the mark passes over it.
+    append(services, "r", "t", ["other"], other, log_name=judges.partition_log("t", 0))
+    services.task_logs = TaskLogs()
+    assert judges.judge_round(services, "r", "t", 0, 1) is None
+    assert sorted(_queued(services)) == [f"{SITE}/", f"{SITE}/a"]
+    assert judges.caught_up(services.table, "r", "t", _record(services), 1)
 
 
 def test_a_judge_that_followed_up_the_last_round_itself_reads_no_mark(

@@ -188,11 +188,13 @@ def _finish_follow_ups(services: CrawlServices, where: _Where, view: TaskLog) ->
         delta = view.recent.get(seq)
         if delta is None:
             (delta,) = next_deltas(table, where.run, name, seq - 1, 1, consistent=True, blobs=blobs)
+        seq -= 1
+        if not delta.thru:
+            continue  # not a round (it judged no proposal): nothing of it to follow up
         if delta.thru <= done:
             after = delta.thru
             break
         undone.append(delta)
-        seq -= 1
     for delta in reversed(undone):
         count = delta.thru - after
         judged = read_proposals(table, blobs, where.run, where.task, after, count, keep=where.mine)
