@@ -129,6 +129,10 @@ class _Died(BaseException):
     """The judge's container died (not an ``Exception``: nothing handles it)."""
 
 
+def _die(*args: Any) -> Any:
+    raise _Died
+
+
 def test_follow_ups_a_dead_judge_left_are_done_by_the_next_judge_before_the_task_is_caught_up(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -137,10 +141,7 @@ def test_follow_ups_a_dead_judge_left_are_done_by_the_next_judge_before_the_task
     _propose(services, SEEDS, FETCHED)
     follow_up = judges._follow_up
 
-    def die(*args: Any) -> Any:
-        raise _Died
-
-    monkeypatch.setattr(judges, "_follow_up", die)
+    monkeypatch.setattr(judges, "_follow_up", _die)
     for partition in range(PARTITIONS):  # every partition's round written, none followed up
         with pytest.raises(_Died):
             judges.judge_round(services, "r", "t", partition, PARTITIONS)
@@ -166,10 +167,7 @@ def test_an_entry_that_is_not_a_round_does_not_hide_a_round_left_unfollowed(
     _propose(services, SEEDS)
     follow_up = judges._follow_up
 
-    def die(*args: Any) -> Any:
-        raise _Died
-
-    monkeypatch.setattr(judges, "_follow_up", die)
+    monkeypatch.setattr(judges, "_follow_up", _die)
     with pytest.raises(_Died):
         judges.judge_round(services, "r", "t", 0, 1)
     monkeypatch.setattr(judges, "_follow_up", follow_up)
