@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
+from dataclasses import replace
 from typing import Any
 
 from hypothesis import given, settings
@@ -15,6 +16,7 @@ from stepcrawl.crawl.judging import Judgement, Proposal, judge, partition_of
 from stepcrawl.crawl.messages import UrlRef
 from stepcrawl.crawl.proposals import decode, encode
 from stepcrawl.crawl.tasklog import TaskLog, fingerprint
+from stepcrawl.quality.counters import decode as decode_profile
 from stepcrawl.storage import Usage
 
 URLS = [f"https://shop.test/p/{n}" for n in range(12)]
@@ -244,3 +246,15 @@ def test_a_judge_reading_only_its_partitions_share_decides_the_same(
         assert share.accepted == whole.accepted
         assert share.admitted == whole.admitted
         assert share.reopened == whole.reopened
+
+
+def test_the_partitions_entries_count_the_data_profile_of_the_copies_they_record() -> None:
+    urls = ["https://shop.test/p/1", "https://shop.test/p/2", "https://shop.test/p/3"]
+    first = [replace(_page(u, True, 1, []), quality={3: 2, 7: n}) for n, u in enumerate(urls)]
+    again = replace(first[0], quality={3: 50})  # a second copy, void: not counted
+    proposals = [Proposal("b1", pages=first), Proposal("b2", pages=[again])]
+    total: Counter[int] = Counter()
+    for partition in range(2):
+        judged = judge(TaskLog("r", "t"), partition, 2, proposals, None, "j")
+        total.update(decode_profile(judged.delta.quality))
+    assert total == Counter({3: 6, 7: 3})

@@ -55,6 +55,7 @@ __all__ = [
     "append",
     "commit_bundles",
     "counters",
+    "profile_counts",
 ]
 
 logger = logging.getLogger("stepcrawl.commit")
@@ -281,7 +282,7 @@ def commit_bundles(
             recorded=[(fingerprint(p.ref.url), p.line()) for _, p in mine],
             recorded_by=[order[by] for by, _ in mine] if len(order) > 1 else [],
             part=_part_name(order, mine),
-            quality=_quality(p for _, p in mine),
+            quality=profile_counts(p for _, p in mine),
         )
         spent = sum((b.usage for b in pending), (usage or Usage()) + part.usage)
         pages = [p for _, p in mine]
@@ -366,7 +367,8 @@ def _part_name(order: dict[str, int], mine: Sequence[tuple[str, PageCommit]]) ->
     return hashlib.blake2b(text.encode(), digest_size=12).hexdigest()
 
 
-def _quality(pages: Iterable[PageCommit]) -> str:
+def profile_counts(pages: Iterable[PageCommit]) -> str:
+    """The data profile's counts of ``pages`` together, as an entry keeps them."""
     total: Counter[int] = Counter()
     for page in pages:
         total.update(page.quality)

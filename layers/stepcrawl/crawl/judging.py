@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from stepcrawl.crawl.commit import PageCommit, counters
+from stepcrawl.crawl.commit import PageCommit, counters, profile_counts
 from stepcrawl.crawl.messages import UrlRef
 from stepcrawl.crawl.states import UrlState
 from stepcrawl.crawl.tasklog import Delta, PageLine, TaskLog, fingerprint
@@ -199,6 +199,9 @@ class _Round:
             skipped=self.skipped,
             recorded=[(fp, line) for fp, (line, _) in self.lines.items()],
             reopened=reopened,
+            # The data profile's counts of the copies recorded: a partition's view sums its
+            # entries', and the task's profile is the partitions' together.
+            quality=profile_counts(pages),
         )
         return Judgement(
             delta=delta,
