@@ -53,7 +53,7 @@ from stepcrawl.crawl.messages import ControlMessage
 from stepcrawl.crawl.states import UrlState
 from stepcrawl.crawl.stopping import cancel_run
 from stepcrawl.crawl.sweeper import sweep_running
-from stepcrawl.crawl.tasklog import TaskLogs
+from stepcrawl.crawl.task_views import TaskLogs
 from stepcrawl.crawl.tokens import MemoryTokens
 from stepcrawl.quality import read_profile
 from stepcrawl.storage import MemoryBlobStore, MemoryQueue, MemoryTable, Meter

@@ -39,7 +39,8 @@ from stepcrawl.crawl.frontier import chunk_entries
 from stepcrawl.crawl.judging import Proposal
 from stepcrawl.crawl.messages import UrlRef
 from stepcrawl.crawl.proposals import ProposalLog, RecentLinks, propose_pages, read_proposals
-from stepcrawl.crawl.tasklog import TaskLogs, fingerprint
+from stepcrawl.crawl.task_views import TaskLogs
+from stepcrawl.crawl.tasklog import fingerprint
 from stepcrawl.crawl.tokens import MemoryTokens
 from stepcrawl.fetch.classify import http_reason
 from stepcrawl.storage import MemoryBlobStore, MemoryQueue, MemoryTable, Usage

@@ -22,7 +22,8 @@ from stepcrawl.crawl.commit import BundleCommit, PageCommit, commit_bundles
 from stepcrawl.crawl.context import CrawlConfig, CrawlServices
 from stepcrawl.crawl.fingerprints import FingerprintMap
 from stepcrawl.crawl.messages import UrlRef
-from stepcrawl.crawl.tasklog import TaskLog, TaskLogs, fingerprint
+from stepcrawl.crawl.task_views import TaskLogs
+from stepcrawl.crawl.tasklog import TaskLog, fingerprint
 from stepcrawl.errors import AccessDeniedError
 from stepcrawl.storage import MemoryTable
 from stepcrawl.table_keys import checkpoint_key, task_key

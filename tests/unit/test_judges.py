@@ -17,7 +17,8 @@ from stepcrawl.crawl.frontier import chunk_entries
 from stepcrawl.crawl.judging import Proposal
 from stepcrawl.crawl.messages import UrlRef
 from stepcrawl.crawl.proposals import ProposalLog, RecentLinks, propose_pages
-from stepcrawl.crawl.tasklog import Delta, TaskLogs, fingerprint
+from stepcrawl.crawl.task_views import TaskLogs
+from stepcrawl.crawl.tasklog import Delta, fingerprint
 from stepcrawl.storage import MemoryTable, Meter, Usage
 from stepcrawl.table_keys import backlog_pk, failure_key, task_key
 

@@ -12,11 +12,11 @@ from stepcrawl.crawl.commit import BundleCommit, Decision, PageCommit, append, c
 from stepcrawl.crawl.context import CrawlServices
 from stepcrawl.crawl.log_reads import recorded_lines, url_states
 from stepcrawl.crawl.messages import UrlRef
+from stepcrawl.crawl.task_views import TaskLogs
 from stepcrawl.crawl.tasklog import (
     Delta,
     PageLine,
     TaskLog,
-    TaskLogs,
     fingerprint,
     pack,
     unpack,

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from stepcrawl.breaker import BreakerBook, BreakerConfig
 from stepcrawl.crawl.running import RunningView
-from stepcrawl.crawl.tasklog import TaskLogs
+from stepcrawl.crawl.task_views import TaskLogs
 from stepcrawl.crawl.window import FeedWindow
 from stepcrawl.errors import ConfigError
 from stepcrawl.functions_spec import FETCH_CONCURRENCY

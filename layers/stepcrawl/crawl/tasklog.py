@@ -65,11 +65,9 @@ from stepcrawl.table_keys import LOG_STRIPES, log_key, log_pk
 
 __all__ = [
     "LOG_TTL",
-    "VIEWS_BYTES",
     "Delta",
     "PageLine",
     "TaskLog",
-    "TaskLogs",
     "commit_hash",
     "fingerprint",
     "next_deltas",
@@ -99,9 +97,6 @@ _RECENT_DELTAS: Final = 64
 _RECENT_URLS: Final = 100_000
 #: What a view's maps take a URL or a commit id (an 8-byte fingerprint and a 4-byte value).
 _MAP_BYTES: Final = 12
-#: What a container's views take at most together (:class:`TaskLogs`): the one in use is kept
-#: whatever its size. At the engine's state target of 64 MiB, with room for the batch.
-VIEWS_BYTES: Final = 48 << 20
 #: Most entries a refresh asks for in its first round. A key asked for and not there costs a
 #: read unit, like a small entry found; a reader far behind doubles its rounds instead.
 _FIRST_PROBE: Final = 8
@@ -515,30 +510,3 @@ def next_deltas(
             break
         found.append(Delta.of(item, blobs))
     return found
-
-
-class TaskLogs:
-    """The task logs a container has read, by (run, task); bounded by count and by what they
-    hold (:meth:`TaskLog.nbytes`), least recently used out. The one asked for is never put
-    out: a single view over the bytes is kept alone (a task too big for one view is what
-    the flat state's partitions are for: docs/architecture.md)."""
-
-    def __init__(self, size: int = 16, most_bytes: int = VIEWS_BYTES) -> None:
-        self.size, self.most_bytes = size, most_bytes
-        self._logs: dict[tuple[str, str], TaskLog] = {}
-        self._lock = threading.Lock()
-
-    def get(self, run: str, task: str) -> TaskLog:
-        with self._lock:
-            log = self._logs.pop((run, task), None) or TaskLog(run, task)
-            self._logs[(run, task)] = log  # most recent last
-            # Sizes change as views are read on, so they are summed at each ask (a view's
-            # is two lengths and a counter).
-            held = sum(view.nbytes() for view in self._logs.values())
-            while len(self._logs) > 1 and (len(self._logs) > self.size or held > self.most_bytes):
-                held -= self._logs.pop(next(iter(self._logs))).nbytes()
-            return log
-
-    def forget(self, run: str, task: str) -> None:
-        with self._lock:
-            self._logs.pop((run, task), None)

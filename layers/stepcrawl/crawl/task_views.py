@@ -1,0 +1,42 @@
+"""The task logs a container has read (:class:`TaskLogs`): its views of tasks, each read on
+from where it stopped, bounded by count and by what they hold."""
+
+from __future__ import annotations
+
+import threading
+from typing import Final
+
+from stepcrawl.crawl.tasklog import TaskLog
+
+__all__ = ["VIEWS_BYTES", "TaskLogs"]
+
+#: What a container's views take at most together: the one in use is kept whatever its
+#: size. At the engine's state target of 64 MiB, with room for the batch.
+VIEWS_BYTES: Final = 48 << 20
+
+
+class TaskLogs:
+    """The task logs a container has read, by (run, task); bounded by count and by what they
+    hold (:meth:`TaskLog.nbytes`), least recently used out. The one asked for is never put
+    out: a single view over the bytes is kept alone (a task too big for one view is what
+    the flat state's partitions are for: docs/architecture.md)."""
+
+    def __init__(self, size: int = 16, most_bytes: int = VIEWS_BYTES) -> None:
+        self.size, self.most_bytes = size, most_bytes
+        self._logs: dict[tuple[str, str], TaskLog] = {}
+        self._lock = threading.Lock()
+
+    def get(self, run: str, task: str) -> TaskLog:
+        with self._lock:
+            log = self._logs.pop((run, task), None) or TaskLog(run, task)
+            self._logs[(run, task)] = log  # most recent last
+            # Sizes change as views are read on, so they are summed at each ask (a view's
+            # is two lengths and a counter).
+            held = sum(view.nbytes() for view in self._logs.values())
+            while len(self._logs) > 1 and (len(self._logs) > self.size or held > self.most_bytes):
+                held -= self._logs.pop(next(iter(self._logs))).nbytes()
+            return log
+
+    def forget(self, run: str, task: str) -> None:
+        with self._lock:
+            self._logs.pop((run, task), None)
