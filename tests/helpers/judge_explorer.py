@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import random
 import re
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
@@ -37,10 +38,12 @@ from stepcrawl.crawl.commit import PageCommit
 from stepcrawl.crawl.context import CrawlConfig, CrawlServices, StaticRegistry
 from stepcrawl.crawl.frontier import chunk_entries
 from stepcrawl.crawl.judging import Proposal
+from stepcrawl.crawl.log_reads import recorded_lines, url_states
 from stepcrawl.crawl.messages import UrlRef
 from stepcrawl.crawl.proposals import ProposalLog, RecentLinks, propose_pages, read_proposals
+from stepcrawl.crawl.states import UrlState
 from stepcrawl.crawl.task_views import TaskLogs
-from stepcrawl.crawl.tasklog import fingerprint
+from stepcrawl.crawl.tasklog import fingerprint, partition_log
 from stepcrawl.crawl.tokens import MemoryTokens
 from stepcrawl.fetch.classify import http_reason
 from stepcrawl.storage import MemoryBlobStore, MemoryQueue, MemoryTable, Usage
@@ -329,6 +332,7 @@ class _JudgeSimulation:
             problems.append(f"charged {record.get('u_lambda_ms')} for {proposed} proposals")
         if int(record.get("budget") or 0) != self.settings.budget - counted["claimed"]:
             problems.append(f"budget {record.get('budget')} after {counted['claimed']} claimed")
+        problems += self.check_readers(record, claimed)
         for url in sorted(recorded & dead):
             if self.table.get(failure_key(RUN, TASK, url)) is None:
                 problems.append(f"{url} failed and has no failure record")
@@ -336,6 +340,20 @@ class _JudgeSimulation:
         if not judges.caught_up(self.table, RUN, TASK, record, partitions):
             problems.append("the partitions' cursors or marks are not at the proposal log's end")
         problems += [f"over its limit: {what}" for what in self.plan.oversized]
+        return problems
+
+    def check_readers(self, record: dict[str, Any], claimed: int) -> list[str]:
+        """What reports read over the partitions' logs (crawl/log_reads.py) says the same:
+        nothing pending, each claimed URL done or failed, the skipped as counted."""
+        partitions = self.settings.partitions
+        states = Counter(url_states(self.table, RUN, TASK, self.blobs, partitions).values())
+        lines = recorded_lines(self.table, RUN, TASK, self.blobs, partitions)
+        ended = states[UrlState.DONE] + states[UrlState.FAILED]
+        problems = []
+        if states[UrlState.PENDING] or ended != claimed or len(lines) != claimed:
+            problems.append(f"the readers say {dict(states)} and {len(lines)} recorded")
+        if states[UrlState.SKIPPED] != int(record.get("skipped") or 0):
+            problems.append(f"{states[UrlState.SKIPPED]} skipped read, {record.get('skipped')}")
         return problems
 
     def proposed_bundles(self) -> int:
@@ -353,7 +371,7 @@ class _JudgeSimulation:
         recorded: set[str] = set()
         seen: dict[str, int] = {}
         for partition in range(self.settings.partitions):
-            view = TaskLogs().get(RUN, judges.partition_log(TASK, partition))
+            view = TaskLogs().get(RUN, partition_log(TASK, partition))
             view.refresh(self.table, self.blobs)
             for url in urls:
                 fp = fingerprint(url)

@@ -15,10 +15,11 @@ from stepcrawl.crawl.commit import Decision, PageCommit, append
 from stepcrawl.crawl.context import CrawlServices
 from stepcrawl.crawl.frontier import chunk_entries
 from stepcrawl.crawl.judging import Proposal
+from stepcrawl.crawl.log_reads import recorded_lines, url_states
 from stepcrawl.crawl.messages import UrlRef
 from stepcrawl.crawl.proposals import ProposalLog, RecentLinks, propose_pages
 from stepcrawl.crawl.task_views import TaskLogs
-from stepcrawl.crawl.tasklog import Delta, fingerprint
+from stepcrawl.crawl.tasklog import Delta, fingerprint, partition_log
 from stepcrawl.storage import MemoryTable, Meter, Usage
 from stepcrawl.table_keys import backlog_pk, failure_key, task_key
 
@@ -96,6 +97,22 @@ def test_partitions_judge_every_proposal_once_and_queue_what_they_admit() -> Non
     # A judge new to the task (a cold container) finds nothing left to judge.
     services.task_logs = TaskLogs()
     assert _judge_all(services) == []
+
+
+def test_readers_read_every_partitions_log() -> None:
+    services = memory_services()
+    _task(services)
+    _propose(services, SEEDS, FETCHED, AGAIN)
+    _judge_all(services)
+    table, blobs = services.table, services.blobs
+    states = url_states(table, "r", "t", blobs, partitions=PARTITIONS)
+    assert states == {
+        fingerprint(f"{SITE}/"): "done",
+        fingerprint(f"{SITE}/a"): "failed",
+        **{fingerprint(f"{SITE}{p}"): "pending" for p in ["/b", "/c", "/d"]},
+    }
+    assert len(recorded_lines(table, "r", "t", blobs, partitions=PARTITIONS)) == 2
+    assert url_states(table, "r", "t", blobs) == {}  # the task's own log: not written
 
 
 def test_a_judge_that_lost_its_round_judges_again_from_the_moved_cursor(
@@ -178,7 +195,7 @@ def test_an_entry_that_is_not_a_round_does_not_hide_a_round_left_unfollowed(
 
     # An entry after the round that judged no proposal (a re-drive's, written straight to
     # the partition's log): the walk back to the mark passes over it.
-    append(services, "r", "t", ["other"], other, log_name=judges.partition_log("t", 0))
+    append(services, "r", "t", ["other"], other, log_name=partition_log("t", 0))
     services.task_logs = TaskLogs()
     assert judges.judge_round(services, "r", "t", 0, 1) is None
     assert sorted(_queued(services)) == [f"{SITE}/", f"{SITE}/a"]
@@ -316,7 +333,7 @@ def test_a_cold_judge_starts_from_its_partitions_checkpoint_at_its_cursor() -> N
         _judge_all(services)
     before = _record(services)
     services.task_logs = TaskLogs()
-    view = services.task_logs.get("r", judges.partition_log("t", 0))
+    view = services.task_logs.get("r", partition_log("t", 0))
     view.refresh(services.table, services.blobs)
     assert view.thru == 12
     assert _judge_all(services) == []
@@ -403,7 +420,7 @@ def test_a_crawl_through_proposals_and_judges_records_every_url_once(seed: int) 
     assert record["failed"] == sum(path.endswith("5") for path in site)
     states: dict[str, tuple[bool, bool]] = {}
     for partition in range(PARTITIONS):
-        view = TaskLogs().get("r", judges.partition_log("t", partition))
+        view = TaskLogs().get("r", partition_log("t", partition))
         view.refresh(table, services.blobs)
         for path in site:
             fp = fingerprint(f"{SITE}{path}")

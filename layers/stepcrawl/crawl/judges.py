@@ -35,7 +35,7 @@ from stepcrawl.crawl.frontier import REDRIVE_CHUNK, enqueue
 from stepcrawl.crawl.judging import Proposal, judge, partition_of
 from stepcrawl.crawl.messages import UrlRef
 from stepcrawl.crawl.proposals import proposal_key, read_proposals
-from stepcrawl.crawl.tasklog import Delta, TaskLog, fingerprint, next_deltas
+from stepcrawl.crawl.tasklog import Delta, TaskLog, fingerprint, next_deltas, partition_log
 from stepcrawl.errors import RetryableError
 from stepcrawl.storage import All, AnyOf, Cond, Table
 from stepcrawl.table_keys import task_key
@@ -48,7 +48,6 @@ __all__ = [
     "followed_field",
     "judge_behind",
     "judge_round",
-    "partition_log",
 ]
 
 #: Proposals one round reads at most (a batched read takes 100 keys); the stored bytes, and
@@ -71,11 +70,6 @@ def followed_field(partition: int) -> str:
     """The task record's field holding the cursor through which partition ``partition``'s
     rounds' follow-ups are done (the mark a round moves after them)."""
     return f"done_{partition}"
-
-
-def partition_log(task: str, partition: int) -> str:
-    """The name of partition ``partition``'s log of ``task`` (as a task log's name)."""
-    return f"{task}~{partition}"
 
 
 @dataclass

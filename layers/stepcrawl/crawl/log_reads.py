@@ -10,7 +10,7 @@ import heapq
 from collections.abc import Iterator, Sequence
 
 from stepcrawl.crawl.states import UrlState
-from stepcrawl.crawl.tasklog import Delta, PageLine
+from stepcrawl.crawl.tasklog import Delta, PageLine, partition_log
 from stepcrawl.storage import BlobStore, Table
 from stepcrawl.storage.table import Item
 from stepcrawl.table_keys import LOG_STRIPES, log_pk
@@ -18,19 +18,23 @@ from stepcrawl.table_keys import LOG_STRIPES, log_pk
 __all__ = ["log_entries", "recorded_lines", "url_states"]
 
 
-def log_entries(table: Table, run: str, task: str) -> Iterator[Item]:
-    """Every entry of the task's log, in sequence order (one query per stripe)."""
-    stripes = [table.query(log_pk(run, task, s), consistent=True) for s in range(LOG_STRIPES)]
-    return heapq.merge(*stripes, key=lambda item: str(item["sk"]))
+def log_entries(table: Table, run: str, task: str, partitions: int = 1) -> Iterator[Item]:
+    """Every entry of the task's log, in sequence order (one query per stripe); in the flat
+    state's ``partitions`` (crawl/judges.py), every partition's log, one after the other (a
+    URL is in one partition only, so what is said of it is in order)."""
+    names = [task] if partitions <= 1 else [partition_log(task, p) for p in range(partitions)]
+    for name in names:
+        stripes = [table.query(log_pk(run, name, s), consistent=True) for s in range(LOG_STRIPES)]
+        yield from heapq.merge(*stripes, key=lambda item: str(item["sk"]))
 
 
 def recorded_lines(
-    table: Table, run: str, task: str, blobs: BlobStore | None = None
+    table: Table, run: str, task: str, blobs: BlobStore | None = None, partitions: int = 1
 ) -> Sequence[PageLine]:
     """The line of every page recorded now (the last recording of a re-driven page), in
-    commit order: what reports read."""
+    commit order (partition by partition): what reports read."""
     lines: dict[int, PageLine] = {}
-    for item in log_entries(table, run, task):
+    for item in log_entries(table, run, task, partitions):
         delta = Delta.of(item, blobs)
         for fp, line in delta.recorded:
             lines.pop(fp, None)
@@ -40,11 +44,13 @@ def recorded_lines(
     return list(lines.values())
 
 
-def url_states(table: Table, run: str, task: str, blobs: BlobStore | None = None) -> dict[int, str]:
+def url_states(
+    table: Table, run: str, task: str, blobs: BlobStore | None = None, partitions: int = 1
+) -> dict[int, str]:
     """Every URL the task has seen, by fingerprint: ``pending`` (admitted, not recorded yet),
     ``done``, ``failed`` or ``skipped`` (over the page budget, or drained by the cost guard)."""
     states: dict[int, str] = {}
-    for item in log_entries(table, run, task):
+    for item in log_entries(table, run, task, partitions):
         delta = Delta.of(item, blobs)
         states.update(dict.fromkeys(delta.admitted, UrlState.PENDING))
         states.update(dict.fromkeys(delta.skipped, UrlState.SKIPPED))

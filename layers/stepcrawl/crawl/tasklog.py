@@ -72,6 +72,7 @@ __all__ = [
     "fingerprint",
     "next_deltas",
     "pack",
+    "partition_log",
     "spill_key",
     "unpack",
 ]
@@ -105,6 +106,12 @@ _FIRST_PROBE: Final = 8
 def spill_key(run: str, task: str, name: str) -> str:
     """Where the payload of a log entry too big for a table item lives."""
     return f"log/{run}/{task}/{name}.bin"
+
+
+def partition_log(task: str, partition: int) -> str:
+    """The name of partition ``partition``'s log of ``task``, as a task log's name (the flat
+    state: crawl/judges.py)."""
+    return f"{task}~{partition}"
 
 
 def fingerprint(url: str) -> int:
