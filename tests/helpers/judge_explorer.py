@@ -84,7 +84,6 @@ class _Message:
     """A fetch message in flight: the URL as its chunk entry named it."""
 
     ref: UrlRef
-    receives: int = 0
 
 
 class _Container:
@@ -135,7 +134,7 @@ class _JudgeSimulation:
 
     # ---- actors ---------------------------------------------------------------------------
 
-    def act(self, what: str, crashes: bool, work: Any) -> bool:
+    def act(self, what: str, crashes: bool, work: Callable[[_Container], Any]) -> bool:
         """Run ``work`` in a random container, which may die between two of its writes;
         whether it did not."""
         n = self.rng.randrange(len(self.containers))
@@ -174,7 +173,6 @@ class _JudgeSimulation:
         taken = self.rng.sample(self.flight, min(len(self.flight), self.rng.randint(1, 3)))
         self.flight = [m for m in self.flight if all(m is not t for t in taken)]
         for message in taken:
-            message.receives += 1
             if self.rng.random() < self.settings.duplicate_rate:
                 self.flight.append(_Message(message.ref))
         self.bundles += 1
@@ -196,6 +194,7 @@ class _JudgeSimulation:
         for n in range(self.rng.choice([2, 3])):
             kind = self.rng.choice(["judge", "judge", "sweep", *(["write"] if self.flight else [])])
             container = _Container(self)
+            work: Callable[[], Any]
             if kind == "judge":
                 p = shared if self.rng.random() < 0.7 else self.rng.randrange(partitions)
                 kind = f"judge {p}"
