@@ -370,7 +370,7 @@ class _JudgeSimulation:
         recorded: set[str] = set()
         seen: dict[str, int] = {}
         for partition in range(self.settings.partitions):
-            view = TaskLogs().get(RUN, partition_log(TASK, partition))
+            view = TaskLogs().get(RUN, partition_log(TASK, partition, self.settings.partitions))
             view.refresh(self.table, self.blobs)
             for url in urls:
                 fp = fingerprint(url)
@@ -393,6 +393,7 @@ def explore_judges(
     seed: int, site: SimSite | None = None, settings: JudgeSettings | None = None
 ) -> Outcome:
     """Run schedule ``seed`` of proposals and judges; its steps and what its checks found."""
+    random.seed(seed)  # the engine's own jitter (a commit's backoff) follows the schedule too
     simulation = _JudgeSimulation(seed, site or SimSite(), settings or JudgeSettings())
     problems = simulation.run()
     return Outcome(seed, simulation.steps, problems)

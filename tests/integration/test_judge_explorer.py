@@ -12,6 +12,9 @@ seed and its steps, and ``explore_judges(seed)`` replays it.
 from __future__ import annotations
 
 import logging
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -85,3 +88,46 @@ def test_the_explorer_finds_a_round_judged_over_a_moved_cursor(
     assert any("charged" in p for o in found for p in o.problems), found[0].describe()
     docs = (Path(__file__).parents[2] / "docs" / "architecture.md").read_text()
     assert f"it fails {len(found)} of seeds 0-99" in docs
+
+
+_REPLAY = """
+import hashlib, logging, sys
+logging.disable(logging.WARNING)
+from tests.helpers.explorer import explore
+from tests.helpers.judge_explorer import explore_judges
+from tests.helpers.sim_world import SimSite
+digest = hashlib.sha256()
+for seed in range(8):
+    if sys.argv[1] == "stages":
+        outcome = explore(seed)
+    else:
+        outcome = explore_judges(seed, SimSite(listings=3, products=4, dead=2))
+    digest.update(repr((outcome.steps, outcome.problems)).encode())
+print(digest.hexdigest())
+"""
+
+
+@pytest.mark.parametrize("explorer", ["judges", "stages"])
+def test_a_schedule_replays_the_same_in_another_process(explorer: str) -> None:
+    """A failing seed must replay where it is investigated: the same steps and problems in
+    processes whose string hashing differs (a set of URLs once decided which links a
+    writer's cache kept)."""
+    root = Path(__file__).parents[2]
+    runs = set()
+    for hash_seed in ("1", "2"):
+        env = {
+            **os.environ,
+            "PYTHONHASHSEED": hash_seed,
+            "PYTHONPATH": os.pathsep.join([str(root / "layers"), str(root)]),
+        }
+        done = subprocess.run(
+            [sys.executable, "-c", _REPLAY, explorer],
+            env=env,
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=True,
+        )
+        runs.add(done.stdout.strip())
+    assert len(runs) == 1, runs

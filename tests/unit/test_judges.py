@@ -195,7 +195,7 @@ def test_an_entry_that_is_not_a_round_does_not_hide_a_round_left_unfollowed(
 
     # An entry after the round that judged no proposal (a re-drive's, written straight to
     # the partition's log): the walk back to the mark passes over it.
-    append(services, "r", "t", ["other"], other, log_name=partition_log("t", 0))
+    append(services, "r", "t", ["other"], other, log_name=partition_log("t", 0, 1))
     services.task_logs = TaskLogs()
     assert judges.judge_round(services, "r", "t", 0, 1) is None
     assert sorted(_queued(services)) == [f"{SITE}/", f"{SITE}/a"]
@@ -333,7 +333,7 @@ def test_a_cold_judge_starts_from_its_partitions_checkpoint_at_its_cursor() -> N
         _judge_all(services)
     before = _record(services)
     services.task_logs = TaskLogs()
-    view = services.task_logs.get("r", partition_log("t", 0))
+    view = services.task_logs.get("r", partition_log("t", 0, PARTITIONS))
     view.refresh(services.table, services.blobs)
     assert view.thru == 12
     assert _judge_all(services) == []
@@ -420,7 +420,7 @@ def test_a_crawl_through_proposals_and_judges_records_every_url_once(seed: int) 
     assert record["failed"] == sum(path.endswith("5") for path in site)
     states: dict[str, tuple[bool, bool]] = {}
     for partition in range(PARTITIONS):
-        view = TaskLogs().get("r", partition_log("t", partition))
+        view = TaskLogs().get("r", partition_log("t", partition, PARTITIONS))
         view.refresh(table, services.blobs)
         for path in site:
             fp = fingerprint(f"{SITE}{path}")

@@ -104,7 +104,7 @@ def judge_round(
     """Judge the proposals after partition ``partition``'s cursor; the round, or ``None``
     if there were none or the task refused (it is over: nothing more is admitted)."""
     where = _Where(run, task, partition, partitions)
-    view = services.task_logs.get(run, partition_log(task, partition))
+    view = services.task_logs.get(run, partition_log(task, partition, partitions))
     for _ in range(_MAX_MOVES):
         with view.lock:
             view.refresh(services.table, services.blobs)
@@ -147,7 +147,7 @@ def _round(
         decisions.append(Decision(judgement.delta, judgement.add, set=cursor_now))
         return decisions[-1]
 
-    name = partition_log(where.task, where.partition)
+    name = partition_log(where.task, where.partition, where.partitions)
     log = append(services, where.run, where.task, [by], decide, log_name=name)
     if log is None:
         return None
@@ -175,7 +175,7 @@ def _finish_follow_ups(services: CrawlServices, where: _Where, view: TaskLog) ->
     table, blobs = services.table, services.blobs
     record = table.get(task_key(where.run, where.task), consistent=True) or {}
     done = int(record.get(followed_field(where.partition)) or 0)
-    name = partition_log(where.task, where.partition)
+    name = partition_log(where.task, where.partition, where.partitions)
     undone: list[Delta] = []
     after = 0  # the cursor before the oldest undone round
     while seq > 0:
@@ -260,7 +260,7 @@ def judge_behind(services: CrawlServices, run: str, task: str, partitions: int) 
     for partition in behind(services.table, run, task, record, partitions):
         while (done := judge_round(services, run, task, partition, partitions)) is not None:
             rounds.append(done)
-        services.task_logs.forget(run, partition_log(task, partition))
+        services.task_logs.forget(run, partition_log(task, partition, partitions))
     return rounds
 
 

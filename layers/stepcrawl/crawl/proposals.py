@@ -278,13 +278,15 @@ def propose_pages(
     not hold, in one proposal; its sequence. The links are remembered after the proposal is
     written: a failed write leaves them to be proposed again."""
     run, task = log.run, log.task
-    seen: set[str] = set()
+    # In the order proposed (a dict, not a set): which of two links colliding in the cache
+    # stays must not depend on the process's string hashing.
+    seen: dict[str, None] = {}
     proposed: list[PageCommit] = []
     for page in pages:
         links = []
         for child in page.children:
             if child.url not in seen and not recent.known(run, task, child.url):
-                seen.add(child.url)
+                seen[child.url] = None
                 links.append(child)
         proposed.append(replace(page, children=links, rows=[]))
     seq = log.append(table, blobs, Proposal(by=by, pages=proposed, usage=usage), now)

@@ -108,10 +108,11 @@ def spill_key(run: str, task: str, name: str) -> str:
     return f"log/{run}/{task}/{name}.bin"
 
 
-def partition_log(task: str, partition: int) -> str:
-    """The name of partition ``partition``'s log of ``task``, as a task log's name (the flat
-    state: crawl/judges.py)."""
-    return f"{task}~{partition}"
+def partition_log(task: str, partition: int, partitions: int) -> str:
+    """The name of partition ``partition``'s log of ``task`` cut in ``partitions``, as a task
+    log's name (the flat state: crawl/judges.py). The one partition of an uncut task is the
+    task: its log is the task's log."""
+    return task if partitions <= 1 else f"{task}~{partition}"
 
 
 def fingerprint(url: str) -> int:
