@@ -175,6 +175,10 @@ def _finish_follow_ups(services: CrawlServices, where: _Where, view: TaskLog) ->
     table, blobs = services.table, services.blobs
     record = table.get(task_key(where.run, where.task), consistent=True) or {}
     done = int(record.get(followed_field(where.partition)) or 0)
+    if done >= cursor:  # marked already (this container is new to the partition)
+        with view.lock:
+            view.followed = max(view.followed, cursor)
+        return
     name = partition_log(where.task, where.partition, where.partitions)
     undone: list[Delta] = []
     after = 0  # the cursor before the oldest undone round
@@ -289,9 +293,6 @@ def caught_up(
     follow-ups, by its ``record`` (read consistently before this call): all cursors and
     marks equal, and no proposal after them (one consistent read: proposals are appended
     with no gap)."""
+    # Cursors apart: one of them has proposals after it, known without a read.
     cursors = {int(record.get(cursor_field(p)) or 0) for p in range(partitions)}
-    cursors |= {int(record.get(followed_field(p)) or 0) for p in range(partitions)}
-    if len(cursors) != 1:
-        return False
-    (cursor,) = cursors
-    return table.get(proposal_key(run, task, cursor + 1), consistent=True) is None
+    return len(cursors) == 1 and not behind(table, run, task, record, partitions)

@@ -22,7 +22,7 @@ def log_entries(table: Table, run: str, task: str, partitions: int = 1) -> Itera
     """Every entry of the task's log, in sequence order (one query per stripe); in the flat
     state's ``partitions`` (crawl/judges.py), every partition's log, one after the other (a
     URL is in one partition only, so what is said of it is in order)."""
-    for name in dict.fromkeys(partition_log(task, p, partitions) for p in range(partitions)):
+    for name in [partition_log(task, p, partitions) for p in range(max(1, partitions))]:
         stripes = [table.query(log_pk(run, name, s), consistent=True) for s in range(LOG_STRIPES)]
         yield from heapq.merge(*stripes, key=lambda item: str(item["sk"]))
 

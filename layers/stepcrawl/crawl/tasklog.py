@@ -204,9 +204,8 @@ class Delta:
 
     def payload_bytes(self) -> int:
         """What the payload weighs in an item (fingerprints, lines, recorders)."""
-        fps = len(self.admitted) + len(self.skipped) + len(self.recorded) + len(self.reopened)
         lines = sum(len(line.text()) + 1 for _, line in self.recorded)
-        return 8 * fps + lines + len(self.recorded_by) + len(self.quality)
+        return 8 * self.urls() + lines + len(self.recorded_by) + len(self.quality)
 
     def payload(self) -> dict[str, Any]:
         """The packed attributes (see the module docstring)."""
