@@ -5,7 +5,10 @@ request as AWS bills it) against the generated demo shop on 127.0.0.1, then pric
 with the cost model (:mod:`stepcrawl.cost`: the shared, dated price table; us-east-1,
 on-demand, arm64 Lambda) under its default assumptions.
 
-    .venv/bin/python bench/cost_per_page.py [--categories 8] [--products 60]
+    .venv/bin/python bench/cost_per_page.py [--categories 8] [--products 60] [--partitions 1]
+
+``--partitions P`` cuts the task's seen set into P partitions (``limits.seen_partitions``):
+the stages propose and judges decide (crawl/proposing.py), which costs other requests.
 
 Lambda is priced from the CPU time the stages used in this process plus the model's network
 wait of a fetch invocation; the state transitions are those of the compiled one-task
@@ -36,11 +39,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--categories", type=int, default=8)
     parser.add_argument("--products", type=int, default=60, help="per category")
+    parser.add_argument("--partitions", type=int, default=1, help="limits.seen_partitions")
     args = parser.parse_args()
     model = ShopModel(categories=args.categories, products_per_category=args.products)
     data = yaml.safe_load((ROOT / "pipelines" / "demo-shop.yaml").read_text(encoding="utf-8"))
     data["tasks"] = data["tasks"][:1]
     data["defaults"]["limits"]["max_pages"] = 100_000
+    data["defaults"]["limits"]["seen_partitions"] = args.partitions
     with DemoSite(model, slow_delay=0.0) as site:
         data["tasks"][0]["seeds"] = [site.url]
         pipeline = Pipeline.model_validate(data)
@@ -69,6 +74,7 @@ def main() -> None:
     priced = estimate(counts).as_dict()
     report = {
         "pages": pages,
+        "partitions": args.partitions,
         "items": summary["items"],
         "expected_items": len(model.expected_items()),
         "wall_seconds": round(wall, 2),

@@ -107,6 +107,9 @@ class ExplorerSettings:
     overlaps: float = 0.0
     #: Seeds of each task besides its home page (products): a seed chunk of several parts.
     extra_seeds: int = 0
+    #: Partitions of each task's seen set (``limits.seen_partitions``): > 1, the stages
+    #: propose and judges decide (crawl/proposing.py).
+    partitions: int = 1
     #: The log entry size checked (None: the engine's bound plus the overhead of keys and ids;
     #: set otherwise to check an engine configured to another bound against this one).
     log_entry_limit: int | None = None
@@ -136,7 +139,7 @@ class _Simulation:
         self.rng = random.Random(seed)  # a reproducible schedule
         random.seed(seed)  # the stages' own jitter (backoff) follows the schedule too
         self.site, self.settings = site, settings
-        self.pipeline = site.pipeline(settings.tasks, settings.extra_seeds)
+        self.pipeline = site.pipeline(settings.tasks, settings.extra_seeds, settings.partitions)
         self.tasks = [t.id for t in self.pipeline.tasks]
         self.now = 1_800_000_000.0
         limit = settings.log_entry_limit or settings.config.log_entry_bytes + LOG_ENTRY_OVERHEAD

@@ -75,9 +75,10 @@ class SimSite:
             return 200, f"<html><body><ul>{variants}</ul></body></html>"
         return 404, "<html><body>gone</body></html>"
 
-    def pipeline(self, tasks: int, extra_seeds: int = 0) -> Pipeline:
+    def pipeline(self, tasks: int, extra_seeds: int = 0, partitions: int = 1) -> Pipeline:
         """``tasks`` independent crawl tasks, all running at once (``parallelism``), each
-        seeded with its home page and ``extra_seeds`` products."""
+        seeded with its home page and ``extra_seeds`` products, each with its seen set cut
+        into ``partitions`` (``limits.seen_partitions``)."""
         return Pipeline.model_validate(
             {
                 "name": "explored",
@@ -85,7 +86,11 @@ class SimSite:
                 "defaults": {
                     "politeness": {"delay": 0, "obey_robots": False},
                     "retry": {"max_attempts": 2, "base_delay": 0.1},
-                    "limits": {"max_error_ratio": 1, "max_depth": 3},
+                    "limits": {
+                        "max_error_ratio": 1,
+                        "max_depth": 3,
+                        "seen_partitions": partitions,
+                    },
                 },
                 "tasks": [
                     {

@@ -35,11 +35,19 @@ def once(work: Callable[[], object]) -> None:
     work()
 
 
+@pytest.mark.parametrize("partitions", [1, 3])
 @pytest.mark.parametrize("deliver", [once, twice], ids=["once", "every-message-twice"])
 def test_the_task_stops_at_its_cost_and_ends_succeeded(
-    site: DemoSite, deliver: Callable[[Callable[[], object]], None]
+    site: DemoSite, deliver: Callable[[Callable[[], object]], None], partitions: int
 ) -> None:
-    limits = {"max_cost_usd": LIMIT, "max_pages": 100_000, "max_error_ratio": 1.0}
+    """Also with the seen set in three partitions: the guard proposes the waiting URLs it
+    drains, and the judges record them skipped (crawl/budget.py)."""
+    limits = {
+        "max_cost_usd": LIMIT,
+        "max_pages": 100_000,
+        "max_error_ratio": 1.0,
+        "seen_partitions": partitions,
+    }
     pipeline = demo_pipeline(site.url, crawl_only=True, defaults={"limits": limits})
     with MemoryRunner(pipeline, config=CONFIG, deliver=deliver) as runner:
         assert runner.run() == [CRAWL_TASK]

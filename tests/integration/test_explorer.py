@@ -27,7 +27,7 @@ from tests.helpers.explorer import (
     explore,
 )
 
-from stepcrawl.crawl import commit, failures, fetch_stage, frontier
+from stepcrawl.crawl import commit, failures, fetch_stage, frontier, items
 from stepcrawl.crawl.checkpoints import ViewState
 from stepcrawl.crawl.context import CrawlConfig
 from stepcrawl.crawl.messages import UrlRef
@@ -62,6 +62,10 @@ SETTINGS = {
     # A checkpoint of the view every 2 entries: cold containers (after every crash) start
     # from one and read the log after it (crawl/checkpoints.py).
     "checkpoints every 2 entries": CHECKPOINTING,
+    # The seen set cut into three partitions: the stages propose, judges decide
+    # (crawl/proposing.py); with overlapping invocations over a seed chunk of several parts.
+    "three partitions": ExplorerSettings(partitions=3),
+    "three partitions, overlapping": replace(OVERLAPPING, partitions=3),
 }
 
 
@@ -105,6 +109,29 @@ def test_the_explorer_finds_a_defect_put_back(monkeypatch: pytest.MonkeyPatch) -
         logging.disable(logging.NOTSET)
     assert found, "the explorer found nothing"
     assert any("never ended" in p for o in found for p in o.problems), found[0].describe()
+
+
+def test_the_explorer_finds_a_void_copys_items_read_with_partitions(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With the seen set in three partitions, a proposal's part holds the rows of every page
+    it proposed, recorded from it or not: a reader that keeps them all, not only those of
+    the copies the rounds recorded from it (``Delta.copies``), must be found reading a
+    void copy's items."""
+
+    def every_row(blobs: Any, key: str, keep: Any = None) -> Any:
+        return rows(blobs, key, None)
+
+    rows = items._rows
+    monkeypatch.setattr(items, "_rows", every_row)
+    logging.disable(logging.WARNING)
+    try:
+        schedules = (explore(s, settings=SETTINGS["three partitions"]) for s in range(40))
+        found = [o for o in schedules if o.problems]
+    finally:
+        logging.disable(logging.NOTSET)
+    assert found, "the explorer found nothing"
+    assert any("an item twice" in p for o in found for p in o.problems), found[0].describe()
 
 
 def test_the_explorer_finds_log_entries_over_the_item_limit_without_spilling() -> None:

@@ -250,9 +250,9 @@ def test_a_sweep_judges_only_the_partitions_behind(monkeypatch: pytest.MonkeyPat
     judged: list[int] = []
     judge_round = judges.judge_round
 
-    def spied(services: CrawlServices, run: str, task: str, p: int, n: int) -> Any:
+    def spied(services: CrawlServices, run: str, task: str, p: int, n: int, **kw: Any) -> Any:
         judged.append(p)
-        return judge_round(services, run, task, p, n)
+        return judge_round(services, run, task, p, n, **kw)
 
     monkeypatch.setattr(judges, "judge_round", spied)
     assert judges.judge_behind(services, "r", "t", PARTITIONS) == []

@@ -706,3 +706,17 @@ def test_unknown_keys_rejected_in_the_dsl(build: Any, key: str) -> None:
     error = only_error(caught.value)
     assert error["type"] == "extra_forbidden"
     assert error["loc"][-1] == key
+
+
+def test_an_incremental_task_with_a_cut_seen_set_is_refused_where_it_is_set() -> None:
+    text = (
+        "name: demo\ndefaults:\n  limits: {seen_partitions: 4}\ntasks:\n"
+        f"  - id: crawl\n    type: crawl\n    seeds: [{SEED}]\n    incremental: true\n"
+    )
+    with pytest.raises(InvalidPipelineError) as caught:
+        from_yaml(text)
+    (issue,) = caught.value.issues
+    assert issue.loc == ("tasks", 0, "limits", "seen_partitions")
+    assert issue.message == "an incremental task keeps its seen set whole"
+    assert "set limits.seen_partitions to 1" in str(issue.hint)
+    assert from_yaml(text.replace("seen_partitions: 4", "seen_partitions: 1")).tasks

@@ -13,13 +13,15 @@ back (:mod:`stepcrawl.crawl.admission`) and the next waiting task is admitted an
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from stepcrawl.crawl.admission import release
 from stepcrawl.crawl.commit import PageCommit
 from stepcrawl.crawl.context import CrawlServices
+from stepcrawl.crawl.cursors import caught_up, partitions_of, settled_at
 from stepcrawl.crawl.frontier import clear_backlog
+from stepcrawl.crawl.proposals import proposal_key
 from stepcrawl.crawl.quality_check import judge_task
 from stepcrawl.crawl.states import TaskState
 from stepcrawl.crawl.stopping import RUN_STOPPED_CAUSE, cancel_task
@@ -81,9 +83,14 @@ def create_task_record(
     version: str,
     seeds: Sequence[str],
     max_pages: int,
+    partitions: int = 1,
+    first_proposal: Mapping[str, Any] | None = None,
 ) -> bool:
     """Create the task record and its log's first entry, which admits ``seeds``; ``False``
-    if they exist (a redelivered start)."""
+    if they exist (a redelivered start). A task of ``partitions`` > 1 has no log of its
+    own: its first proposal (``first_proposal``, the seeds' item as
+    :func:`~stepcrawl.crawl.proposing.stored_seeds` makes it) is put instead, and its
+    judges admit them (crawl/proposing.py)."""
     pk, sk = task_key(run, task)
     index = task_index_key(run, task)
     record: dict[str, Any] = {
@@ -100,16 +107,18 @@ def create_task_record(
     }
     record["claimed"] = len(seeds)
     seed_delta = Delta(by=SEED_COMMIT, admitted=[fingerprint(url) for url in seeds])
+    first = log_key(run, task, 1), seed_delta.item(run, task, 1, services.clock())
+    if partitions > 1:
+        if first_proposal is None:
+            raise ValueError("a task of partitions starts from its first proposal")
+        record.update(partitions=partitions, claimed=0, budget=max_pages)
+        at = proposal_key(run, task, 1)
+        first = at, {**first_proposal, "pk": at[0], "sk": at[1]}
     try:
         services.table.transact(
             [
                 Write("put", (pk, sk), item=record, condition=Cond("pk", "not_exists")),
-                Write(
-                    "put",
-                    log_key(run, task, 1),
-                    item=seed_delta.item(run, task, 1, services.clock()),
-                    condition=Cond("pk", "not_exists"),
-                ),
+                Write("put", first[0], item=first[1], condition=Cond("pk", "not_exists")),
                 # A stopped run starts nothing (crawl/stopping.py), however late its start.
                 Write("check", slots_key(run), condition=Cond("stopped", "not_exists")),
                 # Listed in its run's index with the record, never apart from it (table_keys.py).
@@ -192,13 +201,7 @@ def maybe_finish(
                     return False
                 services.table.update(key, set={"heartbeat_at": now})
             return False
-        won = services.table.update(
-            key,
-            set={"status": TaskState.FINISHING, "finished_at": now},
-            condition=All(
-                (Cond("status", "eq", TaskState.RUNNING), Cond("claimed", "eq_attr", "finished"))
-            ),
-        )
+        won = _flip_to_finishing(services, run, task, record, now)
         if won is None:
             return False
         record = won
@@ -235,6 +238,30 @@ def maybe_finish(
     if release(services, run, task):
         _admit_next(services, run)
     return True
+
+
+def _flip_to_finishing(
+    services: CrawlServices, run: str, task: str, record: dict[str, Any], now: float
+) -> dict[str, Any] | None:
+    """Move a running task whose claimed URLs are all recorded to ``finishing``; the record
+    as it is then, or ``None`` if another caller (or a change) came first. With partitions,
+    every proposal must be judged first (a round may admit more), and still be when the
+    task flips: a round judged, or a re-drive counted, meanwhile stops it."""
+    count = partitions_of(record)
+    if count > 1 and not caught_up(services.table, run, task, record, count):
+        return None
+    settled = settled_at(record, count) if count > 1 else []
+    return services.table.update(
+        task_key(run, task),
+        set={"status": TaskState.FINISHING, "finished_at": now},
+        condition=All(
+            (
+                Cond("status", "eq", TaskState.RUNNING),
+                Cond("claimed", "eq_attr", "finished"),
+                *settled,
+            )
+        ),
+    )
 
 
 def _admit_next(services: CrawlServices, run: str) -> None:

@@ -20,6 +20,7 @@ from stepcrawl.crawl.budget import drain_backlog, over_budget
 from stepcrawl.crawl.context import CrawlServices
 from stepcrawl.crawl.fairness import handover_candidates
 from stepcrawl.crawl.frontier import feed_task
+from stepcrawl.crawl.judges import judge_behind
 from stepcrawl.crawl.running import RunningTask
 from stepcrawl.errors import StepcrawlError
 from stepcrawl.pipeline import Pipeline
@@ -43,14 +44,22 @@ def advance_task(
     task: str,
     *,
     queued: Collection[int] = frozenset(),
+    sweep: bool = False,
 ) -> Advance:
     """Guard, feed, finish; ``queued``: the shards the caller has just put chunks in
-    (:func:`~stepcrawl.crawl.frontier.feed_task`)."""
+    (:func:`~stepcrawl.crawl.frontier.feed_task`). A ``sweep`` first judges every partition
+    of the task left behind (crawl/proposing.py), queueing what they admit."""
     settings = pipeline.settings_for(task)
     limit = settings.limits.max_cost_usd
     sent = skipped = 0
+    count = settings.limits.seen_partitions
+    if sweep and count > 1:
+        rounds = judge_behind(services, run, task, count, pipeline=pipeline.name)
+        queued = set(queued).union(*(r.shards for r in rounds))
     if limit is not None and over_budget(services, run, task, limit):
-        skipped = drain_backlog(services, run, task)
+        skipped = drain_backlog(services, run, task, count)
+        if skipped and count > 1:  # proposed: judged now, so that the task can finish
+            judge_behind(services, run, task, count, pipeline=pipeline.name)
     else:
         fed = feed_task(
             services,

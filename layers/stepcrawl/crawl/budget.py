@@ -27,6 +27,8 @@ from stepcrawl.cost.prices import PRICES
 from stepcrawl.crawl.commit import Decision, append
 from stepcrawl.crawl.context import CrawlServices
 from stepcrawl.crawl.frontier import chunk_entries
+from stepcrawl.crawl.judging import Proposal
+from stepcrawl.crawl.proposing import propose
 from stepcrawl.crawl.states import TaskState, UrlState
 from stepcrawl.crawl.tasklog import Delta, PageLine, TaskLog, fingerprint
 from stepcrawl.functions_spec import FUNCTION_MEMORY_MB
@@ -72,8 +74,9 @@ def over_budget(services: CrawlServices, run: str, task: str, max_cost_usd: floa
     return True
 
 
-def drain_backlog(services: CrawlServices, run: str, task: str) -> int:
-    """Record every URL waiting in the task's backlog as skipped; how many this call did."""
+def drain_backlog(services: CrawlServices, run: str, task: str, partitions: int = 1) -> int:
+    """Record every URL waiting in the task's backlog as skipped; how many this call did
+    (with ``partitions``, proposed to be: the judges record those still waiting)."""
     drained = 0
     for shard in range(services.config.shards):
         if not services.table.query(backlog_pk(run, task, shard), limit=1, consistent=True):
@@ -89,17 +92,27 @@ def drain_backlog(services: CrawlServices, run: str, task: str) -> int:
             continue  # a feeder holds the shard: the next call (or the sweep) drains it
         try:
             for chunk in services.table.query(backlog_pk(run, task, shard), consistent=True):
-                drained += _drain_chunk(services, run, task, shard, chunk)
+                drained += _drain_chunk(services, run, task, shard, chunk, partitions)
         finally:
             lock.release(lease)
     return drained
 
 
 def _drain_chunk(
-    services: CrawlServices, run: str, task: str, shard: int, chunk: dict[str, Any]
+    services: CrawlServices,
+    run: str,
+    task: str,
+    shard: int,
+    chunk: dict[str, Any],
+    partitions: int,
 ) -> int:
     by = f"drain-{shard:03d}-{chunk['sk']}"
     skipped = PageLine(state=UrlState.SKIPPED)
+    if partitions > 1:
+        urls = list(dict.fromkeys(entry["u"] for entry in chunk_entries(chunk)))
+        propose(services, run, task, Proposal(by=by, drain=urls))
+        services.table.delete((chunk["pk"], chunk["sk"]))
+        return len(urls)
 
     def decide(log: TaskLog, _budget: int | None) -> Decision:
         fps = dict.fromkeys(fingerprint(entry["u"]) for entry in chunk_entries(chunk))

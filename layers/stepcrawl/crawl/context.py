@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -31,6 +31,9 @@ from stepcrawl.names import (
 from stepcrawl.pipeline import Pipeline, load_pipeline
 from stepcrawl.storage import BlobStore, Meter, Queue, Table, TableWriter, Topic
 from stepcrawl.telemetry.recorder import MetricRecorder, MetricSink
+
+if TYPE_CHECKING:
+    from stepcrawl.crawl.proposals import ProposalWriters
 
 __all__ = [
     "DEPLOYED_SETTINGS",
@@ -218,6 +221,9 @@ class CrawlServices:
     alerts: Topic | None = None
     #: The running crawl tasks as this container last read them (crawl/fairness.py).
     running: RunningView = field(default_factory=RunningView, compare=False, repr=False)
+    #: The proposal logs this container writes, for tasks whose seen set is cut in
+    #: partitions (crawl/proposing.py makes it on first use).
+    proposal_writers: ProposalWriters | None = field(default=None, compare=False, repr=False)
 
     @cached_property
     def breaker(self) -> BreakerBook:

@@ -23,7 +23,10 @@ from stepcrawl.crawl.commit import Decision, append
 from stepcrawl.crawl.context import CrawlServices
 from stepcrawl.crawl.frontier import enqueue
 from stepcrawl.crawl.items import task_items
+from stepcrawl.crawl.judges import judge_behind
+from stepcrawl.crawl.judging import Proposal
 from stepcrawl.crawl.messages import ControlMessage, UrlRef
+from stepcrawl.crawl.proposing import propose, seed_refs, stored_seeds
 from stepcrawl.crawl.sitemaps import start_documents
 from stepcrawl.crawl.states import AdmissionState, TaskState
 from stepcrawl.crawl.tasklog import Delta, TaskLog, fingerprint
@@ -105,6 +108,13 @@ def start_crawl(
     # A log entry must stay under DynamoDB's 400 KB: the seeds past the first chunk are
     # admitted by further entries, each once (by its id).
     first, rest = seeds[:SEED_CHUNK], seeds[SEED_CHUNK:]
+    count = settings.limits.seen_partitions
+    # With partitions, the first chunk is the task's first proposal (crawl/proposing.py).
+    chunks = (
+        [seed_refs(seeds[n : n + SEED_CHUNK], kinds) for n in range(0, len(seeds), SEED_CHUNK)]
+        if count > 1
+        else []
+    )
     created = create_task_record(
         services,
         run=run,
@@ -112,9 +122,18 @@ def start_crawl(
         token=message.task_token,
         pipeline=pipeline.name,
         version=pipeline.version_hash(),
-        seeds=first,
+        seeds=first if count == 1 else [],
         max_pages=settings.limits.max_pages,
+        partitions=count,
+        first_proposal=(
+            stored_seeds(services, run, task.id, SEED_COMMIT, chunks[0] if chunks else [])
+            if count > 1
+            else None
+        ),
     )
+    if count > 1:
+        _started_partitioned(services, pipeline, run, task.id, chunks[1:], count)
+        return
     if not created:
         record = services.table.get(task_key(run, task.id))
         if record is None or record.get("status") != TaskState.RUNNING:
@@ -126,9 +145,30 @@ def start_crawl(
             seeds = [url for url in seeds if not log.recorded(fingerprint(url))]
     for n, start in enumerate(range(0, len(rest), SEED_CHUNK), start=2):
         _admit_seeds(services, run, task.id, f"{SEED_COMMIT}-{n}", rest[start : start + SEED_CHUNK])
-    refs = [UrlRef.model_validate({"url": u, "kind": kinds.get(u, "page")}) for u in seeds]
-    queued = enqueue(services, run, task.id, refs, SEED_COMMIT)
+    queued = enqueue(services, run, task.id, seed_refs(seeds, kinds), SEED_COMMIT)
     advance_task(services, pipeline, run, task.id, queued=queued)
+
+
+def _started_partitioned(
+    services: CrawlServices,
+    pipeline: Pipeline,
+    run: str,
+    task: str,
+    rest: list[list[UrlRef]],
+    count: int,
+) -> None:
+    """After the start of a task whose seen set is cut into ``count`` partitions (its
+    record and first proposal, the first chunk of seeds, in one transaction): propose the
+    other chunks, then judge every partition, which admits and queues them. A redelivered
+    start proposes them again (judged seen) and judges what is behind."""
+    record = services.table.get(task_key(run, task), consistent=True)
+    if record is None or record.get("status") != TaskState.RUNNING:
+        return  # not created (its run stopped), or already finished: the token was answered
+    for n, chunk in enumerate(rest, start=2):
+        propose(services, run, task, Proposal(by=f"{SEED_COMMIT}-{n}", seeds=chunk))
+    rounds = judge_behind(services, run, task, count, pipeline=pipeline.name)
+    queued = set().union(*(r.shards for r in rounds))
+    advance_task(services, pipeline, run, task, queued=queued)
 
 
 def _admit_seeds(services: CrawlServices, run: str, task: str, by: str, urls: list[str]) -> None:

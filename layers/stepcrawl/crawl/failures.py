@@ -19,13 +19,18 @@ from typing import Any
 from stepcrawl.crawl.accounting import mark_running
 from stepcrawl.crawl.commit import Decision, append
 from stepcrawl.crawl.context import CrawlServices
+from stepcrawl.crawl.cursors import REOPENS
 from stepcrawl.crawl.frontier import REDRIVE_CHUNK, enqueue, feed_task
+from stepcrawl.crawl.judges import judge_behind
+from stepcrawl.crawl.judging import Proposal
 from stepcrawl.crawl.messages import UrlRef
+from stepcrawl.crawl.proposing import partitions, propose
 from stepcrawl.crawl.states import TaskState
 from stepcrawl.crawl.task_records import run_tasks
 from stepcrawl.crawl.tasklog import Delta, TaskLog, fingerprint
+from stepcrawl.pipeline import Pipeline
 from stepcrawl.storage import All, Cond, Table
-from stepcrawl.table_keys import failure_key, failures_pk
+from stepcrawl.table_keys import failure_key, failures_pk, task_key
 
 __all__ = ["Failure", "group_failures", "list_failures", "redrive"]
 
@@ -104,6 +109,11 @@ def redrive(services: CrawlServices, run: str, failures: Iterable[Failure]) -> i
         # task within one second must not write the same chunk (the second would overwrite
         # the first's URLs, already re-opened).
         by = f"{REDRIVE_CHUNK}{uuid.uuid4().hex}"
+        if (count := partitions(pipelines[task_id], task_id)) > 1:
+            moved += _redrive_partitioned(
+                services, pipelines[task_id], run, task_id, (task_failures, by), count
+            )
+            continue
         pending = _reopen(services, run, task_id, task_failures, by)
         if not pending:
             continue
@@ -121,16 +131,65 @@ def redrive(services: CrawlServices, run: str, failures: Iterable[Failure]) -> i
         enqueue(services, run, task_id, refs, by)
         for failure in pending:
             services.table.delete(failure_key(run, task_id, failure.url))
-        feed_task(
-            services,
-            pipeline=pipeline.name,
-            version=pipeline.version_hash(),
-            run=run,
-            task=task_id,
-            politeness=pipeline.settings_for(task_id).politeness,
-        )
+        _feed(services, pipeline, run, task_id)
         moved += len(pending)
     return moved
+
+
+def _redrive_partitioned(
+    services: CrawlServices,
+    pipeline: Pipeline,
+    run: str,
+    task: str,
+    redrive: tuple[list[Failure], str],
+    count: int,
+) -> int:
+    """Re-drive failures of a task whose seen set is cut into ``count`` partitions: propose
+    the re-opening, then set the task running again (an ended one, too), counting the
+    re-opening on the record so that a finish that read it before fails (crawl/cursors.py),
+    then judge: the rounds re-open the URLs still recorded as failed, queue them under this
+    re-drive's name and delete their failure records. How many were re-opened: those whose
+    records are gone (a round refused or not yet judged leaves them listed, to re-drive
+    again)."""
+    failures, by = redrive
+    refs = [
+        UrlRef.model_validate({"url": f.url, "depth": f.depth, "kind": f.kind, "redrive": by})
+        for f in failures
+    ]
+    propose(services, run, task, Proposal(by=by, reopen=refs))
+    reopened = services.table.update(
+        task_key(run, task),
+        set={"status": TaskState.RUNNING},
+        add={REOPENS: 1},
+        condition=All(
+            (
+                Cond("pk", "exists"),
+                Cond("status", "ne", TaskState.FINISHING),
+                Cond("status", "ne", TaskState.CANCELLED),  # its run was stopped
+            )
+        ),
+    )
+    if reopened is None:
+        return 0  # finishing (re-drive again once it has finished) or cancelled
+    mark_running(
+        services, run=run, task=task, pipeline=pipeline.name, version=pipeline.version_hash()
+    )
+    judge_behind(services, run, task, count, pipeline=pipeline.name)
+    keys = [failure_key(run, task, f.url) for f in failures]
+    listed = services.table.batch_get(keys, consistent=True)
+    _feed(services, pipeline, run, task)
+    return sum(key not in listed for key in keys)
+
+
+def _feed(services: CrawlServices, pipeline: Pipeline, run: str, task: str) -> None:
+    feed_task(
+        services,
+        pipeline=pipeline.name,
+        version=pipeline.version_hash(),
+        run=run,
+        task=task,
+        politeness=pipeline.settings_for(task).politeness,
+    )
 
 
 def _reopen(

@@ -6,19 +6,30 @@ in log order, and nothing else: a part whose decision lost (or whose invocation 
 committing) is named by no entry, and a page is recorded by one entry only, so every item is
 read once, and the reader holds no set of what it has read (flat in the task's size). A
 re-driven page was recorded failed, with no items, before it was recorded again.
+
+A task whose seen set is cut into partitions (crawl/proposing.py) has one part per proposal,
+holding the rows of each of its URLs' first copy, and its partitions' rounds say which
+proposal each page they recorded came from (``Delta.copies``): the reader keeps a part's
+rows only for those pages, so a void copy's rows are never read.
 """
 
 from __future__ import annotations
 
+import heapq
 import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from stepcrawl.crawl.log_reads import log_entries
+from stepcrawl.crawl.cursors import partitions_of
+from stepcrawl.crawl.log_reads import log_entries, partition_entries
 from stepcrawl.crawl.paths import items_part_key, items_prefix
+from stepcrawl.crawl.proposals import proposal_key
+from stepcrawl.crawl.states import UrlState
+from stepcrawl.crawl.tasklog import Delta, fingerprint
 from stepcrawl.etl import iter_items
 from stepcrawl.pipeline import CrawlTask, Pipeline
 from stepcrawl.storage import BlobStore, Table
+from stepcrawl.table_keys import task_key
 
 __all__ = ["iter_task_items", "output_items", "task_items"]
 
@@ -26,14 +37,81 @@ __all__ = ["iter_task_items", "output_items", "task_items"]
 def iter_task_items(
     table: Table, blobs: BlobStore, pipeline: str, run: str, task: str
 ) -> Iterator[dict[str, Any]]:
-    """Items of a crawl task, streamed part by part, in the order the log recorded them."""
-    for entry in log_entries(table, run, task):
-        if not (part := entry.get("p")):
-            continue
-        for line in blobs.get(items_part_key(pipeline, run, task, str(part))).splitlines():
-            if line.strip():
-                item: dict[str, Any] = json.loads(line)
+    """Items of a crawl task, streamed part by part, in the order the log recorded them
+    (with partitions: in the order of the proposals they were recorded from)."""
+    count = partitions_of(table.get(task_key(run, task), consistent=True) or {})
+    if count > 1:
+        yield from _partitioned_items(table, blobs, pipeline, run, task, count)
+        return
+    for entry in log_entries(table, run, task, 1):
+        if part := entry.get("p"):
+            yield from _rows(blobs, items_part_key(pipeline, run, task, str(part)))
+
+
+def _rows(blobs: BlobStore, key: str, keep: set[int] | None = None) -> Iterator[dict[str, Any]]:
+    """The rows of a part; with ``keep``, those of the pages whose fingerprints it holds."""
+    for line in blobs.get(key).splitlines():
+        if line.strip():
+            item: dict[str, Any] = json.loads(line)
+            if keep is None or fingerprint(str(item.get("_url"))) in keep:
                 yield item
+
+
+def _copies(
+    table: Table, blobs: BlobStore, run: str, task: str, partition: int, count: int
+) -> Iterator[tuple[int, int, dict[int, set[int]]]]:
+    """Per round of one partition: its cursor after it, the partition, and by proposal the
+    fingerprints of the pages it recorded ok from that proposal's copy."""
+    after = 0
+    for entry in partition_entries(table, run, task, partition, count):
+        delta = Delta.of(entry, blobs)
+        found: dict[int, set[int]] = {}
+        for (fp, line), copy in zip(delta.recorded, delta.copies, strict=False):
+            if copy and line.state == UrlState.DONE:
+                found.setdefault(after + copy, set()).add(fp)
+        after = max(after, delta.thru)
+        yield after, partition, found
+
+
+def _partitioned_items(
+    table: Table, blobs: BlobStore, pipeline: str, run: str, task: str, count: int
+) -> Iterator[dict[str, Any]]:
+    """A task's items with its seen set cut into ``count`` partitions: each proposal's part
+    read once, keeping the rows of the copies the partitions' rounds recorded from it.
+    The rounds of all partitions are merged by cursor, so a proposal is read as soon as no
+    partition can still record a copy from it: what the reader holds is the copies of the
+    proposals between the partitions' cursors, not the task's."""
+    reached = [0] * count  # each partition's cursor as far as its rounds were merged
+    wanted: dict[int, set[int]] = {}
+    rounds = [_copies(table, blobs, run, task, p, count) for p in range(count)]
+    for end, partition, found in heapq.merge(*rounds, key=lambda r: r[0]):
+        reached[partition] = end
+        for seq, fps in found.items():
+            wanted.setdefault(seq, set()).update(fps)
+        yield from _read_wanted(table, blobs, pipeline, run, task, wanted, min(reached))
+    yield from _read_wanted(table, blobs, pipeline, run, task, wanted, None)
+
+
+def _read_wanted(
+    table: Table,
+    blobs: BlobStore,
+    pipeline: str,
+    run: str,
+    task: str,
+    wanted: dict[int, set[int]],
+    through: int | None,
+) -> Iterator[dict[str, Any]]:
+    """The rows of ``wanted`` copies of the proposals through ``through`` (None: all), in
+    order; those read leave ``wanted``."""
+    ready = sorted(seq for seq in wanted if through is None or seq <= through)
+    for start in range(0, len(ready), 100):
+        seqs = ready[start : start + 100]
+        keys = [proposal_key(run, task, seq) for seq in seqs]
+        found = table.batch_get(keys, consistent=True)
+        for seq, key in zip(seqs, keys, strict=True):
+            keep = wanted.pop(seq)
+            if (part := (found.get(key) or {}).get("p")) is not None:
+                yield from _rows(blobs, items_part_key(pipeline, run, task, str(part)), keep)
 
 
 def output_items(

@@ -1,7 +1,7 @@
 """A round of one partition's judge: the proposals after its cursor, decided
 (:func:`~stepcrawl.crawl.judging.judge`) and appended to the partition's log with the task
 record's counters in one transaction (docs/architecture.md, "Flat state: the design",
-step 2; not wired into the stages yet).
+step 2; the stages call it for tasks of ``limits.seen_partitions`` > 1: crawl/proposing.py).
 
 A partition's log is a task log (:mod:`stepcrawl.crawl.tasklog`) of its own, named
 :func:`partition_log`: its view, its checkpoints and its appends are the task log's, for
@@ -24,21 +24,31 @@ configuration of proposals and judges (tests/helpers/judge_explorer.py) found th
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from stepcrawl.crawl.accounting import failure_record
 from stepcrawl.crawl.commit import Decision, append
 from stepcrawl.crawl.context import CrawlServices
+from stepcrawl.crawl.cursors import behind, caught_up, cursor_field, followed_field
 from stepcrawl.crawl.frontier import REDRIVE_CHUNK, enqueue
 from stepcrawl.crawl.judging import Proposal, judge, partition_of
 from stepcrawl.crawl.messages import UrlRef
-from stepcrawl.crawl.proposals import proposal_key, read_proposals
+from stepcrawl.crawl.proposals import read_proposals
+from stepcrawl.crawl.states import UrlState
 from stepcrawl.crawl.tasklog import Delta, TaskLog, fingerprint, next_deltas, partition_log
 from stepcrawl.errors import RetryableError
-from stepcrawl.storage import All, AnyOf, Cond, Table
-from stepcrawl.table_keys import task_key
+from stepcrawl.names import (
+    METRIC_ITEMS,
+    METRIC_LINKS_ADMITTED,
+    METRIC_PAGES_FAILED,
+    METRIC_PAGES_RECORDED,
+    METRIC_PAGES_UNCHANGED,
+)
+from stepcrawl.storage import All, AnyOf, Cond
+from stepcrawl.table_keys import failure_key, task_key
+from stepcrawl.telemetry.catalogue import failure_class
 
 __all__ = [
     "Round",
@@ -60,18 +70,6 @@ ROUND_URLS: Final = 10_000
 _MAX_MOVES: Final = 100
 
 
-def cursor_field(partition: int) -> str:
-    """The task record's field holding partition ``partition``'s cursor, set by each round
-    in its transaction: what the finisher reads, without any partition's view."""
-    return f"thru_{partition}"
-
-
-def followed_field(partition: int) -> str:
-    """The task record's field holding the cursor through which partition ``partition``'s
-    rounds' follow-ups are done (the mark a round moves after them)."""
-    return f"done_{partition}"
-
-
 @dataclass
 class Round:
     """What a round wrote (``fresh``) or found written, and the follow-ups it did."""
@@ -80,6 +78,8 @@ class Round:
     delta: Delta
     fresh: bool
     shards: set[int]
+    #: what the round added to the task record's counters (empty if not ``fresh``)
+    add: dict[str, Any] = field(default_factory=dict)
 
 
 class _MovedError(Exception):
@@ -92,6 +92,7 @@ class _Where:
     task: str
     partition: int
     partitions: int
+    pipeline: str = ""  # what its metrics are counted under ("": none counted)
 
     def mine(self, url: str) -> bool:
         """Whether ``url`` is the partition's to judge."""
@@ -99,11 +100,20 @@ class _Where:
 
 
 def judge_round(
-    services: CrawlServices, run: str, task: str, partition: int, partitions: int
+    services: CrawlServices,
+    run: str,
+    task: str,
+    partition: int,
+    partitions: int,
+    *,
+    pipeline: str = "",
+    upto: int = 0,
 ) -> Round | None:
     """Judge the proposals after partition ``partition``'s cursor; the round, or ``None``
-    if there were none or the task refused (it is over: nothing more is admitted)."""
-    where = _Where(run, task, partition, partitions)
+    if there were none or the task refused (it is over: nothing more is admitted). A round
+    this call commits counts its metrics under ``pipeline``; ``upto``: a proposal the
+    caller knows is written (its own), so the read asks for the keys up to it at once."""
+    where = _Where(run, task, partition, partitions, pipeline)
     view = services.task_logs.get(run, partition_log(task, partition, partitions))
     for _ in range(_MAX_MOVES):
         with view.lock:
@@ -120,6 +130,7 @@ def judge_round(
             keep=where.mine,
             most_bytes=ROUND_BYTES,
             most_urls=ROUND_URLS,
+            expect=upto - cursor,
         )
         if not proposals:
             return None
@@ -143,6 +154,9 @@ def _round(
             raise _MovedError
         judgement = judge(log, where.partition, where.partitions, judged, budget, by)
         judgement.delta.thru = proposals[-1][0]
+        # A part the data profile may sample: one its copies' proposals wrote.
+        parts = (judged[n].part for n, _ in judgement.accepted if judged[n].part)
+        judgement.delta.part = next(parts, "")
         cursor_now = {cursor_field(where.partition): proposals[-1][0]}
         decisions.append(Decision(judgement.delta, judgement.add, set=cursor_now))
         return decisions[-1]
@@ -155,7 +169,31 @@ def _round(
     fresh = bool(decisions) and decisions[-1].committed
     shards = _follow_up(services, where.run, where.task, by, delta, judged)
     _mark_followed(services, where, log, delta.thru)
-    return Round(by, delta, fresh, shards)
+    added = decisions[-1].add if fresh else {}
+    if fresh and where.pipeline:
+        _count_round(services, where, delta, added)
+    return Round(by, delta, fresh, shards, added)
+
+
+def _count_round(
+    services: CrawlServices, where: _Where, delta: Delta, added: dict[str, Any]
+) -> None:
+    """A round as metrics, once, by the judge that committed it (docs/operations.md): the
+    pages it recorded, their items, the links it admitted (with P > 1 a parse invocation
+    counts what it proposed, and the rounds what they recorded)."""
+    pipeline, task = where.pipeline, where.task
+    copies = delta.copies or [1] * len(delta.recorded)
+    recorded = [line for (_, line), copy in zip(delta.recorded, copies, strict=True) if copy]
+    services.metric(METRIC_PAGES_RECORDED, len(recorded), pipeline=pipeline, task=task)
+    services.metric(METRIC_ITEMS, int(added.get("items", 0)), pipeline=pipeline, task=task)
+    services.metric(METRIC_LINKS_ADMITTED, len(delta.admitted), pipeline=pipeline, task=task)
+    if unchanged := int(added.get("unchanged", 0)):
+        services.metric(METRIC_PAGES_UNCHANGED, unchanged, pipeline=pipeline, task=task)
+    failed = Counter(
+        failure_class(line.failure) for line in recorded if line.state == UrlState.FAILED
+    )
+    for cls, count in failed.items():
+        services.metric(METRIC_PAGES_FAILED, count, pipeline=pipeline, task=task, **{"class": cls})
 
 
 def _moved(log: TaskLog, cursor: int) -> bool:
@@ -195,7 +233,9 @@ def _finish_follow_ups(services: CrawlServices, where: _Where, view: TaskLog) ->
         undone.append(delta)
     for delta in reversed(undone):
         count = delta.thru - after
-        judged = read_proposals(table, blobs, where.run, where.task, after, count, keep=where.mine)
+        judged = read_proposals(
+            table, blobs, where.run, where.task, after, count, keep=where.mine, expect=count
+        )
         if len(judged) != count:
             raise RetryableError(f"task {where.task}: proposals {after + 1}.. not readable yet")
         _follow_up(services, where.run, where.task, delta.by, delta, [p for _, p in judged])
@@ -250,49 +290,26 @@ def _follow_up(
     # Under a re-drive's chunk name: their records gave back ``finished``, so the window
     # counts them as coming back (frontier.enqueue).
     reopened = [refs[fp] for fp in delta.reopened]
-    return shards | enqueue(services, run, task, reopened, f"{REDRIVE_CHUNK}{by}")
+    shards |= enqueue(services, run, task, reopened, f"{REDRIVE_CHUNK}{by}")
+    for ref in reopened:  # queued again: no longer a failure to list or re-drive
+        services.table.delete(failure_key(run, task, ref.url))
+    return shards
 
 
-def judge_behind(services: CrawlServices, run: str, task: str, partitions: int) -> list[Round]:
+def judge_behind(
+    services: CrawlServices, run: str, task: str, partitions: int, *, pipeline: str = ""
+) -> list[Round]:
     """The rounds of every partition that is :func:`behind`, until it has judged all the
-    proposals it reads, one partition's view held at a time (the finisher's and the
-    sweeper's way). A partition with nothing to do costs no read of its log."""
+    proposals it reads (the finisher's, the sweeper's and a task's tail's way). A partition
+    with nothing to do costs no read of its log. The views stay in the container's cache,
+    which its bound (``VIEWS_BYTES``) keeps from holding more than a few of a big task."""
     record = services.table.get(task_key(run, task), consistent=True)
     if record is None:
         return []
     rounds: list[Round] = []
     for partition in behind(services.table, run, task, record, partitions):
-        while (done := judge_round(services, run, task, partition, partitions)) is not None:
+        while (
+            done := judge_round(services, run, task, partition, partitions, pipeline=pipeline)
+        ) is not None:
             rounds.append(done)
-        services.task_logs.forget(run, partition_log(task, partition, partitions))
     return rounds
-
-
-def behind(
-    table: Table, run: str, task: str, record: Mapping[str, Any], partitions: int
-) -> list[int]:
-    """The partitions with proposals left to judge or follow-ups left to do, by the task's
-    ``record`` (read consistently before this call): one consistent read a distinct cursor
-    (proposals are appended with no gap: a cursor with no proposal after it is the end)."""
-    ahead: dict[int, bool] = {}
-    found = []
-    for partition in range(partitions):
-        cursor = int(record.get(cursor_field(partition)) or 0)
-        if cursor not in ahead:
-            after = table.get(proposal_key(run, task, cursor + 1), consistent=True)
-            ahead[cursor] = after is not None
-        if ahead[cursor] or int(record.get(followed_field(partition)) or 0) < cursor:
-            found.append(partition)
-    return found
-
-
-def caught_up(
-    table: Table, run: str, task: str, record: Mapping[str, Any], partitions: int
-) -> bool:
-    """Whether every partition has judged every proposal of the task and done its rounds'
-    follow-ups, by its ``record`` (read consistently before this call): all cursors and
-    marks equal, and no proposal after them (one consistent read: proposals are appended
-    with no gap)."""
-    # Cursors apart: one of them has proposals after it, known without a read.
-    cursors = {int(record.get(cursor_field(p)) or 0) for p in range(partitions)}
-    return len(cursors) == 1 and not behind(table, run, task, record, partitions)

@@ -1,5 +1,5 @@
 """Judging proposals against one partition of a task's seen set (docs/architecture.md, "Flat
-state: the design", step 2; not wired into the stages yet).
+state: the design", step 2; used by tasks of ``limits.seen_partitions`` > 1).
 
 A task's seen set is cut into ``partitions`` by fingerprint. Writers *propose* (a parse
 invocation its pages and candidate links, a start its seeds, a re-drive the failed URLs it
@@ -60,6 +60,9 @@ class Proposal:
     #: of all its pages, in order (a page of another partition links to this one's URLs)
     indices: Sequence[int] | None = None
     links: Sequence[UrlRef] = ()
+    #: the items part holding the rows of its pages' first copies ("" if none has items):
+    #: what the items reader reads for the copies a round records from it (crawl/items.py)
+    part: str = ""
 
     def page_index(self, m: int) -> int:
         """The index, in the proposal as written, of page ``m`` of :attr:`pages`."""
@@ -199,6 +202,9 @@ class _Round:
             skipped=self.skipped,
             recorded=[(fp, line) for fp, (line, _) in self.lines.items()],
             reopened=reopened,
+            # Which proposal of the round each recorded line's copy is from (0: a drain's, no
+            # copy): the items reader reads the rows of that proposal's part.
+            copies=[0 if copy is None else copy[0] + 1 for line, copy in self.lines.values()],
             # The data profile's counts of the copies recorded: a partition's view sums its
             # entries', and the task's profile is the partitions' together.
             quality=profile_counts(pages),

@@ -42,6 +42,7 @@ from stepcrawl.crawl.context import CrawlServices
 from stepcrawl.crawl.frontier import enqueue
 from stepcrawl.crawl.incremental import revisit, settle, write_states
 from stepcrawl.crawl.messages import PageEnvelope, ParseBundle, UrlRef
+from stepcrawl.crawl.proposing import judge_proposed, partitions, propose_pages_of
 from stepcrawl.crawl.sitemaps import read_document
 from stepcrawl.errors import FatalError
 from stepcrawl.extract import parse_page
@@ -112,13 +113,7 @@ def process_bundles(
             outcomes[n] = error
             continue
         tasks.setdefault((bundle.run, bundle.task), []).append((n, extracted))
-    groups: list[list[Committed]] = []
-    for (run, task), members in tasks.items():
-        try:
-            groups.append(_commit_task(services, run, task, members, outcomes))
-        except Exception as error:
-            logger.exception("commit of %d bundles of task %s failed", len(members), task)
-            outcomes.update(dict.fromkeys((n for n, _ in members), error))
+    groups = _commit_tasks(services, tasks, outcomes)
     for group in groups:
         for c in group:  # archive: warc, one file per bundle (stepcrawl/archive)
             write_bundle_archive(services, c.pipeline, c.bundle, c.mine)
@@ -149,6 +144,32 @@ def process_bundles(
     return [outcomes[n] for n in range(len(bundles))]
 
 
+def _commit_tasks(
+    services: CrawlServices,
+    tasks: dict[tuple[str, str], list[tuple[int, _Extracted]]],
+    outcomes: dict[int, int | BaseException],
+) -> list[list[Committed]]:
+    """Commit each task's bundles of the invocation: the groups committed whole, whose
+    follow-ups the caller does; a task whose seen set is cut into partitions proposes
+    instead, and is advanced here (its judges did the follow-ups)."""
+    groups: list[list[Committed]] = []
+    proposed: list[tuple[Pipeline, str, str, set[int]]] = []
+    for (run, task), members in tasks.items():
+        pipeline = members[0][1].pipeline
+        try:
+            if (count := partitions(pipeline, task)) > 1:
+                shards = _propose_task(services, run, task, count, members, outcomes)
+                proposed.append((pipeline, run, task, shards))
+            else:
+                groups.append(_commit_task(services, run, task, members, outcomes))
+        except Exception as error:
+            logger.exception("commit of %d bundles of task %s failed", len(members), task)
+            outcomes.update(dict.fromkeys((n for n, _ in members), error))
+    for pipeline, run, task, shards in proposed:
+        advance_task(services, pipeline, run, task, queued=shards)
+    return groups
+
+
 def _commit_task(
     services: CrawlServices,
     run: str,
@@ -175,6 +196,42 @@ def _commit_task(
         spent = sum((c.usage for c in commits), invocation)
         _count_commit(services, [e for _, e in members], group, found, spent)
     return group
+
+
+def _propose_task(
+    services: CrawlServices,
+    run: str,
+    task: str,
+    count: int,
+    members: Sequence[tuple[int, _Extracted]],
+    outcomes: dict[int, int | BaseException],
+) -> set[int]:
+    """Propose one task's bundles of the invocation (its seen set is cut into ``count``
+    partitions: crawl/proposing.py), archive them, and judge; the shards queued into. The
+    judges record, count and follow up; what only this invocation knows is counted here:
+    each delivery's parse work and cost, and the links its pages found."""
+    commits = [(e, list(e.pages)) for _, e in members]
+    found = sum(len(p.children) for _, pages in commits for p in pages)
+    pages = [page for _, ps in commits for page in ps]
+    usage = sum((e.bundle.usage or Usage() for e, _ in commits), services.meter.take())
+    pipeline = members[0][1].pipeline
+    by = _name_of([e.bundle.bundle_id for e, _ in commits])
+    with span("parse.propose", task=task, bundles=len(commits)):
+        seq = propose_pages_of(services, pipeline.name, run, task, by, pages, usage)
+    for (n, e), (_, ps) in zip(members, commits, strict=True):
+        outcomes[n] = len(ps)
+        # Every copy is archived: the parse stage holds the bodies, the judges the verdicts.
+        write_bundle_archive(services, e.pipeline, e.bundle, ps)
+    name = pipeline.name
+    services.metric(METRIC_LINKS_DISCOVERED, found, pipeline=name, task=task)
+    parsed = [p.parse_ms for p in pages if p.ok]
+    services.metric(METRIC_PARSE_LATENCY, parsed, pipeline=name, task=task)
+    micro_usd = spent_usd({f"u_{k}": v for k, v in usage.as_dict().items()}) * 1e6
+    services.metric(METRIC_COST_MICRO_USD, micro_usd, pipeline=name, task=task)
+    if skipped := sum(sum(e.invalid_jsonld.values()) for e, _ in commits):
+        services.metric(METRIC_JSONLD_SKIPPED, skipped, pipeline=name, task=task)
+    with span("parse.judge", task=task, proposal=seq):
+        return judge_proposed(services, pipeline.name, run, task, count, seq)
 
 
 def _count_commit(
@@ -234,7 +291,11 @@ def _extract_bundle(services: CrawlServices, bundle: ParseBundle) -> _Extracted:
 def _name(group: Sequence[Committed]) -> str:
     """The name of a group of bundles' outputs: the same for the same bundles, however
     ordered."""
-    ids = sorted({c.bundle.bundle_id for c in group})
+    return _name_of([c.bundle.bundle_id for c in group])
+
+
+def _name_of(bundle_ids: Sequence[str]) -> str:
+    ids = sorted(set(bundle_ids))
     if len(ids) == 1:
         return ids[0]
     return hashlib.blake2b("|".join(ids).encode(), digest_size=12).hexdigest()

@@ -1,5 +1,6 @@
 """A task's proposal log: what writers propose, for the partitions' judges to decide
-(docs/architecture.md, "Flat state: the design", step 2; not wired into the stages yet).
+(docs/architecture.md, "Flat state: the design", step 2; written by the stages for tasks
+of ``limits.seen_partitions`` > 1: crawl/proposing.py).
 
 Proposal ``n`` of a task is one item (``PROP#<run>#<task>#<n mod LOG_STRIPES>`` / ``n``),
 written once by a conditional put at the next sequence and never changed: a judge reads
@@ -35,13 +36,22 @@ from stepcrawl.errors import RetryableError
 from stepcrawl.storage import BlobStore, Cond, Table, Usage
 from stepcrawl.table_keys import LOG_STRIPES
 
-__all__ = ["ProposalLog", "RecentLinks", "proposal_key", "propose_pages", "read_proposals"]
+__all__ = [
+    "ProposalLog",
+    "ProposalWriters",
+    "RecentLinks",
+    "proposal_key",
+    "propose_pages",
+    "read_proposals",
+]
 
 #: Sequences one read of a writer looking for the log's end asks for (a batch takes 100).
 _PROBE: Final = 99
 #: Sequences 1, 2, 4, ... 2**61 past the end known: the first read brackets any end.
 _GALLOP: Final = 62
 _MAX_ROUNDS: Final = 1000
+#: Proposals a reader asks for first when it knows of none (then twice as many each read).
+_FIRST_READ: Final = 4
 
 
 def proposal_key(run: str, task: str, seq: int) -> tuple[str, str]:
@@ -109,6 +119,7 @@ def encode(proposal: Proposal) -> bytes:
         "reopen": [r.model_dump() for r in proposal.reopen],
         "drain": list(proposal.drain),
         "usage": proposal.usage.as_dict(),
+        **({"part": proposal.part} if proposal.part else {}),
     }
     return zlib.compress(json.dumps(body, separators=(",", ":"), default=str).encode(), 6)
 
@@ -128,6 +139,7 @@ def decode(payload: bytes, keep: Callable[[str], bool] | None = None) -> Proposa
             reopen=[UrlRef.model_validate(r) for r in body["reopen"]],
             drain=body["drain"],
             usage=usage,
+            part=body.get("part", ""),
         )
 
     def mine(refs: list[dict[str, Any]]) -> list[UrlRef]:
@@ -146,6 +158,7 @@ def decode(payload: bytes, keep: Callable[[str], bool] | None = None) -> Proposa
         usage=usage,
         indices=[m for m, _ in pages],
         links=links,
+        part=body.get("part", ""),
     )
 
 
@@ -157,8 +170,9 @@ class ProposalLog:
         self.most_bytes = most_bytes  # a payload past it spills to a blob
         self.end = 0
 
-    def append(self, table: Table, blobs: BlobStore, proposal: Proposal, now: float) -> int:
-        """Append ``proposal`` at the next free sequence; which one."""
+    def stored(self, blobs: BlobStore, proposal: Proposal, now: float) -> dict[str, Any]:
+        """``proposal`` as its item holds it, keys aside; a payload over ``most_bytes`` is
+        put in a blob first (content-named: the same payload, the same object)."""
         payload = encode(proposal)
         item: dict[str, Any] = {"expires_at": int(now) + LOG_TTL}
         if len(payload) > self.most_bytes:
@@ -167,6 +181,13 @@ class ProposalLog:
             item["x"] = name
         else:
             item["z"] = payload
+        if proposal.part:  # read by the items reader without the payload (crawl/items.py)
+            item["p"] = proposal.part
+        return item
+
+    def append(self, table: Table, blobs: BlobStore, proposal: Proposal, now: float) -> int:
+        """Append ``proposal`` at the next free sequence; which one."""
+        item = self.stored(blobs, proposal, now)
         for _ in range(_MAX_ROUNDS):
             seq = self.end + 1
             pk, sk = proposal_key(self.run, self.task, seq)
@@ -210,28 +231,40 @@ def read_proposals(
     keep: Callable[[str], bool] | None = None,
     most_bytes: int | None = None,
     most_urls: int | None = None,
+    expect: int = 0,
 ) -> list[tuple[int, Proposal]]:
     """The proposals after sequence ``after``, at most ``most``, up to the first one not
     found (eventually consistent: proposals never change once written), and up to the one
     whose stored payloads reach ``most_bytes`` together, or whose URLs as read reach
-    ``most_urls`` (at least one). ``keep`` filters their URLs (:func:`decode`)."""
-    keys = [proposal_key(run, task, after + n) for n in range(1, most + 1)]
-    found = table.batch_get(keys, consistent=False)
+    ``most_urls`` (at least one). ``keep`` filters their URLs (:func:`decode`).
+
+    A key asked for and not found costs a read all the same (DynamoDB's minimum), so the
+    keys are asked for in batches that double while every key is found, from ``expect``
+    (how many the caller knows exist) or :data:`_FIRST_READ`: a judge one proposal behind
+    pays for a few keys, not for a hundred."""
     out: list[tuple[int, Proposal]] = []
     read = urls = 0
-    for n, key in enumerate(keys, start=after + 1):
-        if (item := found.pop(key, None)) is None:
-            break
-        payload = (
-            blobs.get(_spill_key(run, task, str(item["x"]))) if "x" in item else bytes(item["z"])
-        )
-        proposal = decode(payload, keep)
-        out.append((n, proposal))
-        read, urls = read + len(payload), urls + proposal.urls()
-        if (most_bytes is not None and read >= most_bytes) or (
-            most_urls is not None and urls >= most_urls
-        ):
-            break
+    want = min(most, max(expect, _FIRST_READ))
+    while want > 0:
+        start = after + len(out) + 1
+        keys = [proposal_key(run, task, start + n) for n in range(want)]
+        found = table.batch_get(keys, consistent=False)
+        for n, key in enumerate(keys, start=start):
+            if (item := found.pop(key, None)) is None:
+                return out
+            payload = (
+                blobs.get(_spill_key(run, task, str(item["x"])))
+                if "x" in item
+                else bytes(item["z"])
+            )
+            proposal = decode(payload, keep)
+            out.append((n, proposal))
+            read, urls = read + len(payload), urls + proposal.urls()
+            if (most_bytes is not None and read >= most_bytes) or (
+                most_urls is not None and urls >= most_urls
+            ):
+                return out
+        want = min(2 * want, most - len(out))
     return out
 
 
@@ -264,6 +297,36 @@ class RecentLinks:
                 self.slots[key % len(self.slots)] = key
 
 
+class ProposalWriters:
+    """A container's side of the proposal logs it writes: the end of each task's (an
+    integer), its cache of recent links (made on first use: 8 MiB), and the partition it
+    judges inline for each task (its "home": chosen at random once, so the containers of a
+    task spread over its partitions and each keeps one partition's view warm)."""
+
+    def __init__(self, *, slots: int = 1 << 20) -> None:
+        self.slots = slots
+        self.lock = threading.Lock()
+        self.logs: dict[tuple[str, str], ProposalLog] = {}
+        self.homes: dict[tuple[str, str], int] = {}
+        self._recent: RecentLinks | None = None
+
+    def log(self, run: str, task: str, most_bytes: int) -> ProposalLog:
+        with self.lock:
+            return self.logs.setdefault((run, task), ProposalLog(run, task, most_bytes=most_bytes))
+
+    @property
+    def recent(self) -> RecentLinks:
+        with self.lock:
+            if self._recent is None:
+                self._recent = RecentLinks(self.slots)
+            return self._recent
+
+    def home(self, run: str, task: str, partitions: int, pick: Callable[[int], int]) -> int:
+        """This container's partition of the task (``pick(n)``: a random one of ``n``)."""
+        with self.lock:
+            return self.homes.setdefault((run, task), pick(partitions) % partitions)
+
+
 def propose_pages(
     table: Table,
     blobs: BlobStore,
@@ -273,10 +336,12 @@ def propose_pages(
     pages: Sequence[PageCommit],
     usage: Usage,
     now: float,
+    part: str = "",
 ) -> int:
-    """Propose ``pages`` (the pages of bundles ``by``), each with the links ``recent`` does
-    not hold, in one proposal; its sequence. The links are remembered after the proposal is
-    written: a failed write leaves them to be proposed again."""
+    """Propose ``pages`` (the pages of bundles ``by``, whose first copies' items ``part``
+    holds), each with the links ``recent`` does not hold, in one proposal; its sequence.
+    The links are remembered after the proposal is written: a failed write leaves them to
+    be proposed again."""
     run, task = log.run, log.task
     # In the order proposed (a dict, not a set): which of two links colliding in the cache
     # stays must not depend on the process's string hashing.
@@ -289,6 +354,6 @@ def propose_pages(
                 seen[child.url] = None
                 links.append(child)
         proposed.append(replace(page, children=links, rows=[]))
-    seq = log.append(table, blobs, Proposal(by=by, pages=proposed, usage=usage), now)
+    seq = log.append(table, blobs, Proposal(by=by, pages=proposed, usage=usage, part=part), now)
     recent.remember(run, task, list(seen))
     return seq

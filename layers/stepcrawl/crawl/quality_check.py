@@ -21,7 +21,9 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from stepcrawl.crawl.context import CrawlServices
+from stepcrawl.crawl.cursors import partitions_of
 from stepcrawl.crawl.paths import items_part_key
+from stepcrawl.crawl.tasklog import partition_log
 from stepcrawl.names import DATA_QUALITY_KIND
 from stepcrawl.pipeline import CrawlTask, Monitors, Pipeline
 from stepcrawl.quality.counters import schema_of
@@ -34,7 +36,7 @@ from stepcrawl.quality.history import (
     read_history,
     save_profile,
 )
-from stepcrawl.quality.profile import SAMPLE_ITEMS, Profile, Sample, build_profile
+from stepcrawl.quality.profile import SAMPLE_ITEMS, SAMPLE_PARTS, Profile, Sample, build_profile
 from stepcrawl.quality.stream import StreamProfile
 from stepcrawl.quality.verdict import MonitorResult, baseline_of, evaluate
 
@@ -90,12 +92,22 @@ def judge_task(
     schema = schema_of(crawl)
     # The container's view of the log (read on from where it stopped: a warm parse container
     # reads next to nothing) holds the exact counts and the parts of the sample.
-    log = services.task_logs.get(run, task)
-    with log.lock:
-        log.refresh(services.table, services.blobs)
-        counts = Counter(log.quality)
-        parts = [name for _, name in log.sample_parts]
-        total_parts = log.parts
+    # With partitions (crawl/proposing.py), their views one at a time: the counts summed,
+    # the sample the first parts by the same hash among theirs.
+    count = partitions_of(record)
+    counts: Counter[int] = Counter()
+    ranked: set[tuple[bytes, str]] = set()
+    total_parts = 0
+    for name in (partition_log(task, p, count) for p in range(count)):
+        log = services.task_logs.get(run, name)
+        with log.lock:
+            log.refresh(services.table, services.blobs)
+            counts.update(log.quality)
+            ranked.update(log.sample_parts)
+            total_parts += log.parts
+        if count > 1:
+            services.task_logs.forget(run, name)
+    parts = [name for _, name in sorted(ranked)[:SAMPLE_PARTS]]
     sample = _sample(services, pipeline.name, run, task, parts, total_parts)
     at = float(record.get("finished_at") or services.clock())
     pages = (int(record.get("ok", 0)), int(record.get("failed", 0)))

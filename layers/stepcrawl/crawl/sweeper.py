@@ -54,7 +54,7 @@ def sweep_running(services: CrawlServices) -> SweepReport:
         run, task = str(entry["run"]), str(entry["task"])
         try:
             pipeline = services.registry.get(str(entry["pipeline"]), str(entry["version"]))
-            advanced = advance_task(services, pipeline, run, task)
+            advanced = advance_task(services, pipeline, run, task, sweep=True)
             report.sent += advanced.sent
             report.finished += advanced.finished
         except StepcrawlError:

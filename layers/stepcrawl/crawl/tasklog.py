@@ -187,6 +187,9 @@ class Delta:
     spill: str = ""  # the blob key holding the payload ("" if the entry holds it itself)
     #: a partition's judgement: the last proposal it judged (crawl/judges.py); 0 otherwise
     thru: int = 0
+    #: a partition's judgement: per recorded page, the proposal its copy is from, counted
+    #: from 1 within the round's (0: none, a drain's; a round reads at most 100 proposals)
+    copies: list[int] = field(default_factory=list)
 
     def ids(self) -> list[str]:
         return self.by.split(",")
@@ -205,7 +208,8 @@ class Delta:
     def payload_bytes(self) -> int:
         """What the payload weighs in an item (fingerprints, lines, recorders)."""
         lines = sum(len(line.text()) + 1 for _, line in self.recorded)
-        return 8 * self.urls() + lines + len(self.recorded_by) + len(self.quality)
+        extra = len(self.recorded_by) + len(self.copies) + len(self.quality)
+        return 8 * self.urls() + lines + extra
 
     def payload(self) -> dict[str, Any]:
         """The packed attributes (see the module docstring)."""
@@ -221,6 +225,8 @@ class Delta:
             item["unrec"] = pack(self.reopened)
         if any(self.recorded_by):
             item["rb"] = bytes(self.recorded_by)
+        if any(self.copies):
+            item["cp"] = bytes(self.copies)
         if self.quality:
             item["q"] = self.quality
         return item
@@ -258,7 +264,7 @@ class Delta:
             if blobs is None:
                 raise FatalError(f"log entry {item['pk']}/{item['sk']} spilled; no blob store")
             text = json.loads(zlib.decompress(blobs.get(spill)))
-            binary = {"adm", "skp", "rec", "unrec", "rb"}
+            binary = {"adm", "skp", "rec", "unrec", "rb", "cp"}
             item = {
                 **item,
                 **{k: base64.b64decode(v) if k in binary else v for k, v in text.items()},
@@ -271,6 +277,7 @@ class Delta:
             recorded=list(zip(unpack(item.get("rec")), lines, strict=True)),
             reopened=unpack(item.get("unrec")),
             recorded_by=list(item.get("rb") or b""),
+            copies=list(item.get("cp") or b""),
             part=str(item.get("p") or ""),
             quality=str(item.get("q") or ""),
             spill=spill,

@@ -113,6 +113,16 @@ class Limits(Strict):
         description="Estimated AWS spend (USD) at which the task stops fetching; it then "
         "ends succeeded, stopped: budget_exhausted.",
     )
+    seen_partitions: int = Field(
+        1,
+        ge=1,
+        le=256,
+        description="Parts the task's set of seen URLs is cut into, each judged on its own "
+        "(docs/architecture.md, 'Flat state'): 1 keeps it whole in every parse container, "
+        "right up to a few million URLs; past that, one part per million URLs the task may "
+        "see, skipped ones included, keeps what a container holds flat. Fixed when the task "
+        "starts.",
+    )
 
 
 class Defaults(Strict):

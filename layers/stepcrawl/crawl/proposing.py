@@ -1,0 +1,180 @@
+"""The stages' side of a crawl task whose seen set is cut into partitions
+(``limits.seen_partitions`` > 1; docs/architecture.md, "Flat state: the design", steps 2-5).
+
+Such a task has no log of its own: each partition has one, and only its judge appends to it
+(:mod:`stepcrawl.crawl.judges`). The stages *propose* instead, to the task's proposal log
+(:mod:`stepcrawl.crawl.proposals`):
+
+- a start proposes its seeds, the first chunk in the transaction that creates the task (a
+  task is never seen with nothing proposed: it would finish at once);
+- a parse invocation writes one items part (the rows of each URL's first copy among its
+  pages) and proposes its pages, with their candidate links, naming the part;
+- a re-drive proposes the failed URLs it re-opens, and the cost guard the waiting URLs it
+  drains.
+
+Who judges, so that every proposal is judged in bounded time and a container holds one
+partition's view in the steady state: a parse invocation judges its container's *home*
+partition (chosen at random once) until its own proposal is judged there, then the
+partitions furthest behind it, at most :data:`VISITS` of those :data:`VISIT_AFTER`
+proposals or more behind (a round's cost is spread over that many); once the task has
+little in flight (:data:`TAIL_URLS`: its tail, where no later invocation may come) every
+partition behind. The sweeper and the start judge every partition behind.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from collections.abc import Sequence
+from typing import Any, Final
+
+from stepcrawl.crawl.commit import PageCommit
+from stepcrawl.crawl.context import CrawlServices
+from stepcrawl.crawl.cursors import cursor_field
+from stepcrawl.crawl.judges import judge_behind, judge_round
+from stepcrawl.crawl.judging import Proposal
+from stepcrawl.crawl.messages import UrlRef
+from stepcrawl.crawl.paths import items_part_key
+from stepcrawl.crawl.proposals import ProposalLog, ProposalWriters, propose_pages
+from stepcrawl.pipeline import Pipeline
+from stepcrawl.storage import Usage
+from stepcrawl.table_keys import task_key
+
+__all__ = [
+    "HOME_ROUNDS",
+    "TAIL_URLS",
+    "VISITS",
+    "VISIT_AFTER",
+    "judge_proposed",
+    "partitions",
+    "proposal_log",
+    "propose",
+    "propose_pages_of",
+    "seed_refs",
+    "stored_seeds",
+]
+
+#: Partitions besides its home a parse invocation judges when they are behind its proposal.
+VISITS: Final = 2
+#: Proposals a partition must be behind a parse invocation's own before it visits it: a
+#: visit's round then decides that many at once (a round costs ~5 write units whatever it
+#: decides), and a partition no container calls home is judged at least that often.
+VISIT_AFTER: Final = 8
+#: URLs in flight (claimed, not finished) at or under which a parse invocation judges every
+#: partition behind: the task's tail, where a partition no container calls home would wait
+#: for the sweep.
+TAIL_URLS: Final = 1_000
+#: Rounds a parse invocation judges of its home partition at most (one reads up to 100
+#: proposals): a home far behind is caught up over several invocations, not in one.
+HOME_ROUNDS: Final = 4
+
+
+def partitions(pipeline: Pipeline, task: str) -> int:
+    """How many partitions the task's seen set is cut into (its settings, as when it
+    started: a pipeline version is fixed for a run)."""
+    return pipeline.settings_for(task).limits.seen_partitions
+
+
+def _writers(services: CrawlServices) -> ProposalWriters:
+    if services.proposal_writers is None:
+        services.proposal_writers = ProposalWriters()
+    return services.proposal_writers
+
+
+def proposal_log(services: CrawlServices, run: str, task: str) -> ProposalLog:
+    """This container's handle on the task's proposal log."""
+    return _writers(services).log(run, task, services.config.log_entry_bytes)
+
+
+def propose(services: CrawlServices, run: str, task: str, proposal: Proposal) -> int:
+    """Append ``proposal`` (seeds, re-opens or drains) to the task's proposal log; its
+    sequence."""
+    log = proposal_log(services, run, task)
+    return log.append(services.table, services.blobs, proposal, services.clock())
+
+
+def propose_pages_of(
+    services: CrawlServices,
+    pipeline: str,
+    run: str,
+    task: str,
+    by: str,
+    pages: Sequence[PageCommit],
+    usage: Usage,
+) -> int:
+    """Write the items part of ``pages`` (each URL's first copy: the one a judge records,
+    if any) and propose them, naming it; the proposal's sequence. ``usage`` is what the
+    pages cost; what this call spent joins it, so the proposal carries the invocation's
+    whole cost (charged once, by partition 0's round)."""
+    part = _write_part(services, pipeline, run, task, pages)
+    spent = usage + services.meter.take()
+    writers = _writers(services)
+    log = writers.log(run, task, services.config.log_entry_bytes)
+    now = services.clock()
+    return propose_pages(
+        services.table, services.blobs, log, writers.recent, by, pages, spent, now, part
+    )
+
+
+def _write_part(
+    services: CrawlServices, pipeline: str, run: str, task: str, pages: Sequence[PageCommit]
+) -> str:
+    """The part holding the rows of each URL's first copy in ``pages``; its name ("": no
+    rows). Content-named: a redelivery extracting alike writes the same object, one
+    extracting otherwise another, so a part a judge recorded from never changes."""
+    first: dict[str, PageCommit] = {}
+    for page in pages:
+        first.setdefault(page.ref.url, page)
+    rows = [row for page in first.values() for row in page.rows]
+    if not rows:
+        return ""
+    body = "".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in rows).encode()
+    name = "prop-" + hashlib.blake2b(body, digest_size=12).hexdigest()
+    services.blobs.put(
+        items_part_key(pipeline, run, task, name), body, content_type="application/x-ndjson"
+    )
+    return name
+
+
+def judge_proposed(
+    services: CrawlServices, pipeline: str, run: str, task: str, count: int, seq: int
+) -> set[int]:
+    """After proposal ``seq``: judge the home partition until it has judged ``seq``, then
+    the partitions behind ``seq`` (see the module docstring); the shards queued into."""
+    home = _writers(services).home(run, task, count, random.randrange)
+    shards: set[int] = set()
+    for _ in range(HOME_ROUNDS):
+        done = judge_round(services, run, task, home, count, pipeline=pipeline, upto=seq)
+        if done is None:
+            break
+        shards |= done.shards
+        if done.delta.thru >= seq:
+            break
+    record = services.table.get(task_key(run, task), consistent=True) or {}
+    in_flight = int(record.get("claimed", 0)) - int(record.get("finished", 0))
+    if in_flight <= TAIL_URLS:
+        rounds = judge_behind(services, run, task, count, pipeline=pipeline)
+        return shards.union(*(r.shards for r in rounds))
+    cursors = {p: int(record.get(cursor_field(p)) or 0) for p in range(count) if p != home}
+    for partition in sorted(cursors, key=lambda p: (cursors[p], p))[:VISITS]:
+        if seq - cursors[partition] < VISIT_AFTER:
+            break
+        done = judge_round(services, run, task, partition, count, pipeline=pipeline, upto=seq)
+        if done is not None:
+            shards |= done.shards
+    return shards
+
+
+def seed_refs(urls: Sequence[str], kinds: dict[str, str]) -> list[UrlRef]:
+    """The seeds as a start proposes them (a sitemap document keeps its kind)."""
+    return [UrlRef.model_validate({"url": u, "kind": kinds.get(u, "page")}) for u in urls]
+
+
+def stored_seeds(
+    services: CrawlServices, run: str, task: str, by: str, seeds: Sequence[UrlRef]
+) -> dict[str, Any]:
+    """The first proposal of a task (its first chunk of seeds) as its item holds it, keys
+    aside: what the transaction creating the task puts at sequence 1."""
+    log = proposal_log(services, run, task)
+    return log.stored(services.blobs, Proposal(by=by, seeds=seeds), services.clock())
