@@ -22,6 +22,7 @@ import argparse
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -35,17 +36,13 @@ from stepcrawl.testing import MemoryRunner
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--categories", type=int, default=8)
-    parser.add_argument("--products", type=int, default=60, help="per category")
-    parser.add_argument("--partitions", type=int, default=1, help="limits.seen_partitions")
-    args = parser.parse_args()
-    model = ShopModel(categories=args.categories, products_per_category=args.products)
+def measure(categories: int, products: int, partitions: int = 1) -> dict[str, Any]:
+    """Crawl the demo shop (``categories`` of ``products`` each); price what it used."""
+    model = ShopModel(categories=categories, products_per_category=products)
     data = yaml.safe_load((ROOT / "pipelines" / "demo-shop.yaml").read_text(encoding="utf-8"))
     data["tasks"] = data["tasks"][:1]
     data["defaults"]["limits"]["max_pages"] = 100_000
-    data["defaults"]["limits"]["seen_partitions"] = args.partitions
+    data["defaults"]["limits"]["seen_partitions"] = partitions
     with DemoSite(model, slow_delay=0.0) as site:
         data["tasks"][0]["seeds"] = [site.url]
         pipeline = Pipeline.model_validate(data)
@@ -72,9 +69,9 @@ def main() -> None:
         ),
     )
     priced = estimate(counts).as_dict()
-    report = {
+    return {
         "pages": pages,
-        "partitions": args.partitions,
+        "partitions": partitions,
         "items": summary["items"],
         "expected_items": len(model.expected_items()),
         "wall_seconds": round(wall, 2),
@@ -83,7 +80,15 @@ def main() -> None:
         "counts": counts.as_dict(),
         **priced,
     }
-    print(json.dumps(report, indent=2))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--categories", type=int, default=8)
+    parser.add_argument("--products", type=int, default=60, help="per category")
+    parser.add_argument("--partitions", type=int, default=1, help="limits.seen_partitions")
+    args = parser.parse_args()
+    print(json.dumps(measure(args.categories, args.products, args.partitions), indent=2))
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ containers: what one run's keys take when its tasks crawl at once (the run's own
 is written only when a task is created).
 
     .venv/bin/python bench/hot_keys.py [--rate 10000] [--hosts 5000] [--shards 4] [--tasks 1]
+        [--partitions 1]
 """
 
 from __future__ import annotations
@@ -197,14 +198,18 @@ def task_id(n: int) -> str:
     return "crawl" if n == 0 else f"crawl_{n}"
 
 
-def sim_pipeline(delay: float, tasks: int = 1) -> Pipeline:
+def sim_pipeline(delay: float, tasks: int = 1, partitions: int = 1) -> Pipeline:
     return Pipeline.model_validate(
         {
             "name": "hot-keys",
             "parallelism": max(8, tasks),
             "defaults": {
                 "politeness": {"delay": delay, "obey_robots": False},
-                "limits": {"max_depth": 100, "max_pages": 100_000_000},
+                "limits": {
+                    "max_depth": 100,
+                    "max_pages": 100_000_000,
+                    "seen_partitions": partitions,
+                },
             },
             "tasks": [
                 {
@@ -294,6 +299,7 @@ def kind_of(pk: str) -> str:
         "TASK": "task record",
         "SHARD": "shard lease",
         "LOG": "task log stripe",
+        "PROP": "proposal log stripe",
         "BL": "backlog shard",
         "FAIL": "failure records",
         "RUNNING": "running tasks",
@@ -326,6 +332,7 @@ class Simulation:
     parse_containers: int = 8
     tick: float = 0.05  # virtual seconds per step; 1 / tick must be whole
     tasks: int = 1
+    partitions: int = 1  # of each task's seen set (limits.seen_partitions)
 
     def __post_init__(self) -> None:
         self.clock = VirtualClock()
@@ -341,7 +348,7 @@ class Simulation:
         ]
         self.fetcher = StubFetcher(self.webs)
         # Each host gets one request per delay: the crawl's pace is the engine's own.
-        self.pipeline = sim_pipeline(self.hosts / self.rate, self.tasks)
+        self.pipeline = sim_pipeline(self.hosts / self.rate, self.tasks, self.partitions)
         # Two seconds of fetching may wait in the queue (spaced per host by the feeder): past
         # the deployed setting's bound, the window the scaler sets (as at that scale).
         window = max(256, int(2 * self.rate))
@@ -457,6 +464,7 @@ def main() -> None:
     parser.add_argument("--warmup", type=float, default=3.0, help="virtual seconds")
     parser.add_argument("--measure", type=float, default=2.0, help="virtual seconds")
     parser.add_argument("--tasks", type=int, default=1, help="crawl tasks of the run")
+    parser.add_argument("--partitions", type=int, default=1, help="limits.seen_partitions")
     args = parser.parse_args()
     report = simulate(
         args.warmup,
@@ -469,6 +477,7 @@ def main() -> None:
         fetch_containers=args.fetch_containers,
         parse_containers=args.parse_containers,
         tasks=args.tasks,
+        partitions=args.partitions,
     )
     for line in report.lines():
         print(line)
