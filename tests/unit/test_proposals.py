@@ -20,6 +20,7 @@ from stepcrawl.crawl.proposals import (
     propose_pages,
     read_proposals,
 )
+from stepcrawl.crawl.tasklog import spill_key
 from stepcrawl.errors import RetryableError
 from stepcrawl.storage import Usage
 from stepcrawl.storage.memory import MemoryBlobStore
@@ -83,6 +84,10 @@ def test_a_large_proposal_is_read_from_its_blob() -> None:
     assert "z" not in item
     ((_, back),) = read_proposals(table, blobs, "r", "t", 0, 10)
     assert len(back.pages[0].children) == 2_000
+    # Where a log entry's spills are: the roles that append to a task's log may put and get
+    # it there, and no role may elsewhere (infra/access.py, LOG_SPILLS).
+    (key,) = blobs.list("")
+    assert key.startswith(spill_key("r", "t", "x").rsplit("/", 1)[0] + "/")
 
 
 def test_a_read_ends_at_the_first_sequence_missing() -> None:

@@ -31,7 +31,7 @@ from stepcrawl.crawl.commit import PageCommit
 from stepcrawl.crawl.incremental import PageState
 from stepcrawl.crawl.judging import Proposal
 from stepcrawl.crawl.messages import UrlRef
-from stepcrawl.crawl.tasklog import LOG_TTL, fingerprint
+from stepcrawl.crawl.tasklog import LOG_TTL, fingerprint, spill_key
 from stepcrawl.errors import RetryableError
 from stepcrawl.storage import BlobStore, Cond, Table, Usage
 from stepcrawl.table_keys import LOG_STRIPES
@@ -60,7 +60,8 @@ def proposal_key(run: str, task: str, seq: int) -> tuple[str, str]:
 
 
 def _spill_key(run: str, task: str, name: str) -> str:
-    return f"proposals/{run}/{task}/{name}.bin"
+    # Beside the log's spills: the roles that append to a task's log may write and read it.
+    return spill_key(run, task, f"prop-{name}")
 
 
 def _page(page: PageCommit) -> dict[str, Any]:
