@@ -66,6 +66,14 @@ SETTINGS = {
     # (crawl/proposing.py); with overlapping invocations over a seed chunk of several parts.
     "three partitions": ExplorerSettings(partitions=3),
     "three partitions, overlapping": replace(OVERLAPPING, partitions=3),
+    # No tail rule, and rounds due after 2 (home) or 3 (visits) proposals: a parse invocation
+    # leaves most partitions to later invocations and the sweeper (crawl/proposing.py).
+    "three partitions, judged when due": ExplorerSettings(
+        partitions=3,
+        config=ExplorerSettings().config.model_copy(
+            update={"judge_tail_urls": 0, "judge_home_after": 2, "judge_visit_after": 3}
+        ),
+    ),
 }
 
 

@@ -155,6 +155,33 @@ class CrawlConfig(BaseModel):
     )
     #: Bytes of URLs a backlog chunk holds (one item each; DynamoDB's limit is 400 KB).
     backlog_chunk_bytes: int = Field(300_000, ge=100, le=350_000)
+    judge_home_after: int = Field(
+        32,
+        ge=1,
+        le=100,
+        description=(
+            "proposals a task's partition must be behind a parse invocation's own before the "
+            "invocation judges it as its container's home (crawl/proposing.py): a round costs "
+            "~5 write units whatever it decides, so it decides that many proposals at least"
+        ),
+    )
+    judge_visit_after: int = Field(
+        64,
+        ge=1,
+        le=1000,
+        description=(
+            "proposals behind a parse invocation's own at which it judges a partition that is "
+            "not its home (one no container calls home is judged at least that often)"
+        ),
+    )
+    judge_tail_urls: int = Field(
+        1000,
+        ge=0,
+        description=(
+            "URLs in flight (claimed, not finished) at or under which a parse invocation "
+            "judges every partition behind: the task's tail, where no later invocation may come"
+        ),
+    )
     breaker: BreakerConfig = Field(default_factory=BreakerConfig)
 
     def to_env(self) -> dict[str, str]:

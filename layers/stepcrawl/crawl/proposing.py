@@ -12,13 +12,14 @@ Such a task has no log of its own: each partition has one, and only its judge ap
 - a re-drive proposes the failed URLs it re-opens, and the cost guard the waiting URLs it
   drains.
 
-Who judges, so that every proposal is judged in bounded time and a container holds one
-partition's view in the steady state: a parse invocation judges its container's *home*
-partition (chosen at random once) until its own proposal is judged there, then the
-partitions furthest behind it, at most :data:`VISITS` of those :data:`VISIT_AFTER`
-proposals or more behind (a round's cost is spread over that many); once the task has
-little in flight (:data:`TAIL_URLS`: its tail, where no later invocation may come) every
-partition behind. The sweeper and the start judge every partition behind.
+Who judges, so that every proposal is judged in bounded time, a round decides many proposals
+(it costs ~5 write units whatever it decides), and a container holds one partition's view in
+the steady state (the thresholds are ``CrawlConfig``'s ``judge_*``): a parse invocation reads
+the task record, and in the task's tail (``judge_tail_urls`` or fewer URLs in flight: no later
+invocation may come) judges every partition behind; otherwise its container's *home*
+partition (chosen at random once) if it is ``judge_home_after`` proposals behind its own, and
+at most :data:`VISITS` other partitions ``judge_visit_after`` or more behind (those no
+container calls home). The sweeper and the start judge every partition behind.
 """
 
 from __future__ import annotations
@@ -43,9 +44,7 @@ from stepcrawl.table_keys import task_key
 
 __all__ = [
     "HOME_ROUNDS",
-    "TAIL_URLS",
     "VISITS",
-    "VISIT_AFTER",
     "judge_proposed",
     "partitions",
     "proposal_log",
@@ -55,16 +54,8 @@ __all__ = [
     "stored_seeds",
 ]
 
-#: Partitions besides its home a parse invocation judges when they are behind its proposal.
+#: Partitions besides its home a parse invocation judges at most, when they lag.
 VISITS: Final = 2
-#: Proposals a partition must be behind a parse invocation's own before it visits it: a
-#: visit's round then decides that many at once (a round costs ~5 write units whatever it
-#: decides), and a partition no container calls home is judged at least that often.
-VISIT_AFTER: Final = 8
-#: URLs in flight (claimed, not finished) at or under which a parse invocation judges every
-#: partition behind: the task's tail, where a partition no container calls home would wait
-#: for the sweep.
-TAIL_URLS: Final = 1_000
 #: Rounds a parse invocation judges of its home partition at most (one reads up to 100
 #: proposals): a home far behind is caught up over several invocations, not in one.
 HOME_ROUNDS: Final = 4
@@ -140,26 +131,27 @@ def _write_part(
 def judge_proposed(
     services: CrawlServices, pipeline: str, run: str, task: str, count: int, seq: int
 ) -> set[int]:
-    """After proposal ``seq``: judge the home partition until it has judged ``seq``, then
-    the partitions behind ``seq`` (see the module docstring); the shards queued into."""
-    home = _writers(services).home(run, task, count, random.randrange)
-    shards: set[int] = set()
-    for _ in range(HOME_ROUNDS):
-        done = judge_round(services, run, task, home, count, pipeline=pipeline, upto=seq)
-        if done is None:
-            break
-        shards |= done.shards
-        if done.delta.thru >= seq:
-            break
+    """After proposal ``seq``: judge what is due by the task record's cursors (see the module
+    docstring); the shards queued into."""
+    config = services.config
     record = services.table.get(task_key(run, task), consistent=True) or {}
     in_flight = int(record.get("claimed", 0)) - int(record.get("finished", 0))
-    if in_flight <= TAIL_URLS:
+    if in_flight <= config.judge_tail_urls:
         rounds = judge_behind(services, run, task, count, pipeline=pipeline)
-        return shards.union(*(r.shards for r in rounds))
-    cursors = {p: int(record.get(cursor_field(p)) or 0) for p in range(count) if p != home}
-    for partition in sorted(cursors, key=lambda p: (cursors[p], p))[:VISITS]:
-        if seq - cursors[partition] < VISIT_AFTER:
-            break
+        return set().union(*(r.shards for r in rounds))
+    home = _writers(services).home(run, task, count, random.randrange)
+    behind = {p: seq - int(record.get(cursor_field(p)) or 0) for p in range(count)}
+    shards: set[int] = set()
+    if behind[home] >= config.judge_home_after:
+        for _ in range(HOME_ROUNDS):
+            done = judge_round(services, run, task, home, count, pipeline=pipeline, upto=seq)
+            if done is None:
+                break
+            shards |= done.shards
+            if done.delta.thru >= seq:
+                break
+    lagging = [p for p in behind if p != home and behind[p] >= config.judge_visit_after]
+    for partition in sorted(lagging, key=lambda p: (-behind[p], p))[:VISITS]:
         done = judge_round(services, run, task, partition, count, pipeline=pipeline, upto=seq)
         if done is not None:
             shards |= done.shards
