@@ -106,14 +106,15 @@ def create_task_record(
         **dict.fromkeys(TASK_COUNTERS, 0),
     }
     record["claimed"] = len(seeds)
-    seed_delta = Delta(by=SEED_COMMIT, admitted=[fingerprint(url) for url in seeds])
-    first = log_key(run, task, 1), seed_delta.item(run, task, 1, services.clock())
     if partitions > 1:
         if first_proposal is None:
             raise ValueError("a task of partitions starts from its first proposal")
         record.update(partitions=partitions, claimed=0, budget=max_pages)
         at = proposal_key(run, task, 1)
         first = at, {**first_proposal, "pk": at[0], "sk": at[1]}
+    else:
+        seed_delta = Delta(by=SEED_COMMIT, admitted=[fingerprint(url) for url in seeds])
+        first = log_key(run, task, 1), seed_delta.item(run, task, 1, services.clock())
     try:
         services.table.transact(
             [

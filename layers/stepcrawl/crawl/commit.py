@@ -55,7 +55,9 @@ __all__ = [
     "append",
     "commit_bundles",
     "counters",
+    "items_body",
     "profile_counts",
+    "put_items_part",
 ]
 
 logger = logging.getLogger("stepcrawl.commit")
@@ -344,8 +346,7 @@ class _ItemsPart:
         if not name or name in self.written or self.last is None:
             return
         rows = [row for page in self.last[1] for row in page.rows]
-        body = "".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in rows)
-        self.services.blobs.put(self.key(name), body.encode(), content_type="application/x-ndjson")
+        put_items_part(self.services, self.key(name), items_body(rows))
         self.written.append(name)
         # Metered after the invocation's usage was taken: it joins this decision.
         extra = self.services.meter.take()
@@ -356,6 +357,16 @@ class _ItemsPart:
     def forget_all_but(self, kept: set[str]) -> None:
         if stale := [self.key(name) for name in self.written if name not in kept]:
             self.services.blobs.delete_many(stale)
+
+
+def items_body(rows: Sequence[dict[str, Any]]) -> bytes:
+    """``rows`` as an items part holds them: JSON Lines, what the readers read."""
+    return "".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in rows).encode()
+
+
+def put_items_part(services: CrawlServices, key: str, body: bytes) -> None:
+    """Write an items part (:func:`items_body`) at ``key``."""
+    services.blobs.put(key, body, content_type="application/x-ndjson")
 
 
 def _part_name(order: dict[str, int], mine: Sequence[tuple[str, PageCommit]]) -> str:

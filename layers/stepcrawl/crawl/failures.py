@@ -124,11 +124,7 @@ def redrive(services: CrawlServices, run: str, failures: Iterable[Failure]) -> i
         mark_running(
             services, run=run, task=task_id, pipeline=pipeline.name, version=pipeline.version_hash()
         )
-        refs = [
-            UrlRef.model_validate({"url": f.url, "depth": f.depth, "kind": f.kind, "redrive": by})
-            for f in pending
-        ]
-        enqueue(services, run, task_id, refs, by)
+        enqueue(services, run, task_id, _refs(pending, by), by)
         for failure in pending:
             services.table.delete(failure_key(run, task_id, failure.url))
         _feed(services, pipeline, run, task_id)
@@ -152,11 +148,7 @@ def _redrive_partitioned(
     records are gone (a round refused or not yet judged leaves them listed, to re-drive
     again)."""
     failures, by = redrive
-    refs = [
-        UrlRef.model_validate({"url": f.url, "depth": f.depth, "kind": f.kind, "redrive": by})
-        for f in failures
-    ]
-    propose(services, run, task, Proposal(by=by, reopen=refs))
+    propose(services, run, task, Proposal(by=by, reopen=_refs(failures, by)))
     reopened = services.table.update(
         task_key(run, task),
         set={"status": TaskState.RUNNING},
@@ -179,6 +171,15 @@ def _redrive_partitioned(
     listed = services.table.batch_get(keys, consistent=True)
     _feed(services, pipeline, run, task)
     return sum(key not in listed for key in keys)
+
+
+def _refs(failures: list[Failure], by: str) -> list[UrlRef]:
+    """The failed URLs as re-drive ``by`` queues them: each names it, so its fetch is told
+    from an earlier one's."""
+    return [
+        UrlRef.model_validate({"url": f.url, "depth": f.depth, "kind": f.kind, "redrive": by})
+        for f in failures
+    ]
 
 
 def _feed(services: CrawlServices, pipeline: Pipeline, run: str, task: str) -> None:

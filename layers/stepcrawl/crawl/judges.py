@@ -25,6 +25,7 @@ configuration of proposals and judges (tests/helpers/judge_explorer.py) found th
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -297,14 +298,22 @@ def _follow_up(
 
 
 def judge_behind(
-    services: CrawlServices, run: str, task: str, partitions: int, *, pipeline: str = ""
+    services: CrawlServices,
+    run: str,
+    task: str,
+    partitions: int,
+    *,
+    pipeline: str = "",
+    record: Mapping[str, Any] | None = None,
 ) -> list[Round]:
     """The rounds of every partition that is :func:`behind`, until it has judged all the
     proposals it reads (the finisher's, the sweeper's and a task's tail's way). A partition
     with nothing to do costs no read of its log. The views stay in the container's cache,
-    which its bound (``VIEWS_BYTES``) keeps from holding more than a few of a big task."""
-    record = services.table.get(task_key(run, task), consistent=True)
+    which its bound (``VIEWS_BYTES``) keeps from holding more than a few of a big task.
+    ``record``: the task record, if the caller has just read it consistently."""
     if record is None:
+        record = services.table.get(task_key(run, task), consistent=True)
+    if not record:
         return []
     rounds: list[Round] = []
     for partition in behind(services.table, run, task, record, partitions):

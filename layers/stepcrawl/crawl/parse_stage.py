@@ -210,26 +210,22 @@ def _propose_task(
     partitions: crawl/proposing.py), archive them, and judge; the shards queued into. The
     judges record, count and follow up; what only this invocation knows is counted here:
     each delivery's parse work and cost, and the links its pages found."""
-    commits = [(e, list(e.pages)) for _, e in members]
-    found = sum(len(p.children) for _, pages in commits for p in pages)
-    pages = [page for _, ps in commits for page in ps]
-    usage = sum((e.bundle.usage or Usage() for e, _ in commits), services.meter.take())
-    pipeline = members[0][1].pipeline
-    by = _name_of([e.bundle.bundle_id for e, _ in commits])
-    with span("parse.propose", task=task, bundles=len(commits)):
+    extracted = [e for _, e in members]
+    pages = [page for e in extracted for page in e.pages]
+    found = sum(len(p.children) for p in pages)  # before the proposal keeps only candidates
+    usage = sum((e.bundle.usage or Usage() for e in extracted), services.meter.take())
+    pipeline = extracted[0].pipeline
+    by = _name_of([e.bundle.bundle_id for e in extracted])
+    with span("parse.propose", task=task, bundles=len(extracted)):
         seq = propose_pages_of(services, pipeline.name, run, task, by, pages, usage)
-    for (n, e), (_, ps) in zip(members, commits, strict=True):
-        outcomes[n] = len(ps)
+    for n, e in members:
+        outcomes[n] = len(e.pages)
         # Every copy is archived: the parse stage holds the bodies, the judges the verdicts.
-        write_bundle_archive(services, e.pipeline, e.bundle, ps)
-    name = pipeline.name
-    services.metric(METRIC_LINKS_DISCOVERED, found, pipeline=name, task=task)
-    parsed = [p.parse_ms for p in pages if p.ok]
-    services.metric(METRIC_PARSE_LATENCY, parsed, pipeline=name, task=task)
-    micro_usd = spent_usd({f"u_{k}": v for k, v in usage.as_dict().items()}) * 1e6
-    services.metric(METRIC_COST_MICRO_USD, micro_usd, pipeline=name, task=task)
-    if skipped := sum(sum(e.invalid_jsonld.values()) for e, _ in commits):
-        services.metric(METRIC_JSONLD_SKIPPED, skipped, pipeline=name, task=task)
+        write_bundle_archive(services, e.pipeline, e.bundle, e.pages)
+    jsonld = sum(sum(e.invalid_jsonld.values()) for e in extracted)
+    _count_work(
+        services, pipeline.name, task, (found, [p.parse_ms for p in pages if p.ok]), usage, jsonld
+    )
     with span("parse.judge", task=task, proposal=seq):
         return judge_proposed(services, pipeline.name, run, task, count, seq)
 
@@ -248,24 +244,38 @@ def _count_commit(
     services.metric(METRIC_ITEMS, sum(len(c.items) for c in group), pipeline=pipeline, task=task)
     if unchanged := sum(page.unchanged for page in recorded):  # incremental tasks only
         services.metric(METRIC_PAGES_UNCHANGED, unchanged, pipeline=pipeline, task=task)
-    discovered = sum(found.get(id(page), 0) for page in recorded)
-    services.metric(METRIC_LINKS_DISCOVERED, discovered, pipeline=pipeline, task=task)
     admitted = sum(len(page.children) for page in recorded)
     services.metric(METRIC_LINKS_ADMITTED, admitted, pipeline=pipeline, task=task)
+    discovered = sum(found.get(id(page), 0) for page in recorded)
     parsed = [page.parse_ms for e in extracted for page in e.pages if page.ok]
-    services.metric(METRIC_PARSE_LATENCY, parsed, pipeline=pipeline, task=task)
-    micro_usd = spent_usd({f"u_{k}": v for k, v in spent.as_dict().items()}) * 1e6
-    services.metric(METRIC_COST_MICRO_USD, micro_usd, pipeline=pipeline, task=task)
     # Structured data: JSON-LD scripts of recorded pages skipped as not JSON.
-    skipped = sum(
+    jsonld = sum(
         e.invalid_jsonld.get(p.ref.url, 0)
         for e, c in zip(extracted, group, strict=True)
         for p in c.mine
     )
-    if skipped:
-        services.metric(METRIC_JSONLD_SKIPPED, skipped, pipeline=pipeline, task=task)
+    _count_work(services, pipeline, task, (discovered, parsed), spent, jsonld)
     for cls, count in Counter(failure_class(p.failure) for p in recorded if not p.ok).items():
         services.metric(METRIC_PAGES_FAILED, count, pipeline=pipeline, task=task, **{"class": cls})
+
+
+def _count_work(
+    services: CrawlServices,
+    pipeline: str,
+    task: str,
+    found: tuple[int, list[float]],
+    spent: Usage,
+    jsonld_skipped: int,
+) -> None:
+    """What parsing did, as metrics: the links the pages found and their parse times
+    (``found``), what it cost, the JSON-LD scripts skipped as not JSON."""
+    discovered, parsed = found
+    services.metric(METRIC_LINKS_DISCOVERED, discovered, pipeline=pipeline, task=task)
+    services.metric(METRIC_PARSE_LATENCY, parsed, pipeline=pipeline, task=task)
+    micro_usd = spent_usd({f"u_{k}": v for k, v in spent.as_dict().items()}) * 1e6
+    services.metric(METRIC_COST_MICRO_USD, micro_usd, pipeline=pipeline, task=task)
+    if jsonld_skipped:
+        services.metric(METRIC_JSONLD_SKIPPED, jsonld_skipped, pipeline=pipeline, task=task)
 
 
 def _extract_bundle(services: CrawlServices, bundle: ParseBundle) -> _Extracted:

@@ -25,12 +25,11 @@ container calls home). The sweeper and the start judge every partition behind.
 from __future__ import annotations
 
 import hashlib
-import json
 import random
 from collections.abc import Sequence
 from typing import Any, Final
 
-from stepcrawl.crawl.commit import PageCommit
+from stepcrawl.crawl.commit import PageCommit, items_body, put_items_part
 from stepcrawl.crawl.context import CrawlServices
 from stepcrawl.crawl.cursors import cursor_field
 from stepcrawl.crawl.judges import judge_behind, judge_round
@@ -100,12 +99,9 @@ def propose_pages_of(
     whole cost (charged once, by partition 0's round)."""
     part = _write_part(services, pipeline, run, task, pages)
     spent = usage + services.meter.take()
-    writers = _writers(services)
-    log = writers.log(run, task, services.config.log_entry_bytes)
+    log, recent = proposal_log(services, run, task), _writers(services).recent
     now = services.clock()
-    return propose_pages(
-        services.table, services.blobs, log, writers.recent, by, pages, spent, now, part
-    )
+    return propose_pages(services.table, services.blobs, log, recent, by, pages, spent, now, part)
 
 
 def _write_part(
@@ -120,11 +116,9 @@ def _write_part(
     rows = [row for page in first.values() for row in page.rows]
     if not rows:
         return ""
-    body = "".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in rows).encode()
+    body = items_body(rows)
     name = "prop-" + hashlib.blake2b(body, digest_size=12).hexdigest()
-    services.blobs.put(
-        items_part_key(pipeline, run, task, name), body, content_type="application/x-ndjson"
-    )
+    put_items_part(services, items_part_key(pipeline, run, task, name), body)
     return name
 
 
@@ -137,7 +131,7 @@ def judge_proposed(
     record = services.table.get(task_key(run, task), consistent=True) or {}
     in_flight = int(record.get("claimed", 0)) - int(record.get("finished", 0))
     if in_flight <= config.judge_tail_urls:
-        rounds = judge_behind(services, run, task, count, pipeline=pipeline)
+        rounds = judge_behind(services, run, task, count, pipeline=pipeline, record=record)
         return set().union(*(r.shards for r in rounds))
     home = _writers(services).home(run, task, count, random.randrange)
     behind = {p: seq - int(record.get(cursor_field(p)) or 0) for p in range(count)}
