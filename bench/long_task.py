@@ -28,7 +28,9 @@ URLs.
 
 With ``--partition-urls N``, the flat state's judge side instead (docs/architecture.md,
 "Flat state: the design"): a task cut into partitions of at most N URLs, and what a judge of
-one reads cold and holds (:func:`measure_partitioned`), all sizes measured.
+one reads cold and holds (:func:`measure_partitioned`), all sizes measured. With
+``--split-urls N``, what a cold half of a partition split at N URLs reads and holds before
+it has a checkpoint of its own: its parent's view, filtered (:func:`main_split`).
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from stepcrawl.crawl.context import CrawlConfig, CrawlServices, StaticRegistry
 from stepcrawl.crawl.judges import ROUND_PROPOSALS, judge_round
 from stepcrawl.crawl.judging import Proposal
 from stepcrawl.crawl.messages import UrlRef
+from stepcrawl.crawl.partitions import Partition
 from stepcrawl.crawl.proposals import ProposalLog, RecentLinks
 from stepcrawl.crawl.tasklog import Delta, PageLine, TaskLog
 from stepcrawl.crawl.tokens import MemoryTokens
@@ -160,25 +163,33 @@ class Measured:
         )
 
 
-def measure(urls: int, pages: int, every: int = CHECKPOINT_EVERY) -> Measured:
+def measure(
+    urls: int, pages: int, every: int = CHECKPOINT_EVERY, *, split: bool = False
+) -> Measured:
     """Write the synthetic log of ``urls`` URLs, with a checkpoint of the view every
     ``every`` entries as commits write them, then refresh a cold container's view of it.
     The worst case is measured: the last checkpoint ``every - 1`` entries before the end
     (the engine's round sequences, shifted; the tail can be twice that only if the commit
-    of a round sequence died before its checkpoint)."""
+    of a round sequence died before its checkpoint). ``split``: the log is a partition's,
+    closed by a split (crawl/partitions.py), and the cold view is one of its halves' before
+    the half has a checkpoint of its own, which reads the parent's and keeps its share."""
     started = time.perf_counter()
     total = 1 + -(-(urls - pages) // pages)  # entries: the seeds', then ``pages`` URLs each
     shift = (every - 1 - total) % every
     last = 0
     meter = Meter()
     table, blobs = ReadCounter(meter), BlobReadCounter(meter)
-    writer = TaskLog(RUN, TASK)  # the view of the commits that write the checkpoints
+    # The synthetic fingerprints are spread over all of them: the parent is the whole.
+    parent = Partition(0, 1)
+    name = parent.log(TASK)
+    writer = TaskLog(RUN, name)  # the view of the commits that write the checkpoints
     entries = 0
-    for seq, delta in enumerate(synthetic_log(urls, pages), start=1):
-        table.items[log_key(RUN, TASK, seq)] = delta.item(RUN, TASK, seq, 0.0)
+    closing = [Delta(by=parent.split_id(), thru=1)] if split else []
+    for seq, delta in enumerate([*synthetic_log(urls, pages), *closing], start=1):
+        table.items[log_key(RUN, name, seq)] = delta.item(RUN, name, seq, 0.0)
         writer.apply(delta)
         if (seq + shift) % every == 0:
-            write_checkpoint(table, blobs, RUN, TASK, writer.view_state())
+            write_checkpoint(table, blobs, RUN, name, writer.view_state())
             last = seq
         entries = seq
     del writer
@@ -186,13 +197,13 @@ def measure(urls: int, pages: int, every: int = CHECKPOINT_EVERY) -> Measured:
     table.reads = blobs.reads = 0
     gc.collect()
     tracemalloc.start()
-    log = TaskLog(RUN, TASK).refresh(table, blobs)
+    log = TaskLog(RUN, parent.children()[0].log(TASK) if split else TASK).refresh(table, blobs)
     # What the view holds, not what the collector has yet to free: in a long-lived process
     # (the whole test suite in one) its timing differs from a fresh one's.
     gc.collect()
     state, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    assert log.seq == entries
+    assert log.seq == (0 if split else entries)
     return Measured(
         urls=urls,
         entries=entries,
@@ -339,6 +350,19 @@ def _verdicts(last: Measured | Judged) -> None:
         print(f"target at {last.urls:,} URLs: {name} {value:,} vs {target:,}: {verdict}")
 
 
+def main_split(pages: int, split_urls: int) -> None:
+    """What a cold half of a split partition reads and holds, the most it ever reads: its
+    parent's view just past ``split_urls`` URLs (a leaf never holds more, whatever the
+    task's size, so this is every size's row)."""
+    half = measure(split_urls, pages, split=True)
+    print(
+        f"a cold half of a partition split at {split_urls:,} URLs: "
+        f"{half.cold_requests:,} requests, {half.cold_read_units:,.0f} read units, "
+        f"holds {half.state_bytes / MiB:,.1f} MiB, peak {half.peak_bytes / MiB:,.1f} MiB "
+        f"(its parent's view, filtered), in {half.seconds:.1f} s"
+    )
+
+
 def main_partitioned(sizes: Sequence[int], pages: int, partition_urls: int) -> None:
     print(
         f"{'URLs seen':>13} {'P':>5} {'URLs a P':>11} {'cold requests':>13} "
@@ -361,8 +385,17 @@ def main() -> None:
         default=0,
         help="the flat state's judges instead, with partitions of at most this many URLs",
     )
+    parser.add_argument(
+        "--split-urls",
+        type=int,
+        default=0,
+        help="a cold half of a partition split at this many URLs (crawl/partitions.py)",
+    )
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
+    if args.split_urls:
+        main_split(args.pages, args.split_urls)
+        return
     if args.partition_urls:
         main_partitioned(sizes, args.pages, args.partition_urls)
         return

@@ -26,6 +26,7 @@ from stepcrawl.crawl.tasklog import fingerprint
 from stepcrawl.demo import DemoSite, ShopModel
 from stepcrawl.demo.paths import OFFSITE_URL
 from stepcrawl.extract.urls import url_host
+from stepcrawl.table_keys import task_key
 from stepcrawl.testing import MemoryRunner
 
 CONFIG = CrawlConfig(shards=4, window=64, fetch_concurrency=16)
@@ -103,14 +104,19 @@ def crawl(
     crash: float = 0.0,
     seed: int = 1,
     partitions: int = 1,
+    split_urls: int | None = None,
 ) -> dict[str, Any]:
     site.reset()
     limits = {"seen_partitions": partitions}
     pipeline = demo_pipeline(site.url, crawl_only=True, defaults={"limits": limits})
     chaos = Chaos(crash, duplicate, seed)
+    config = CONFIG
+    if split_urls is not None:  # partitions split as they grow; checkpoints often
+        update = {"partition_split_urls": split_urls, "log_checkpoint_entries": 4}
+        config = CONFIG.model_copy(update=update)
     with MemoryRunner(
         pipeline,
-        config=CONFIG,
+        config=config,
         wrap=lambda x: ChaosProxy(x, chaos),
         deliver=chaos.deliver,
     ) as runner:
@@ -119,7 +125,9 @@ def crawl(
         iter_task_items(runner.table, runner.blobs, pipeline.name, runner.run_id, "crawl_shop")
     )
     states = url_states(runner.table, runner.run_id, "crawl_shop")
-    return {"items": items, "answers": runner.tokens.answers, "states": states}
+    record = runner.table.get(task_key(runner.run_id, "crawl_shop"), consistent=True) or {}
+    splits = int(record.get("splits", 0))
+    return {"items": items, "answers": runner.tokens.answers, "states": states, "splits": splits}
 
 
 @pytest.fixture(scope="module")
@@ -178,6 +186,28 @@ def test_a_seen_set_in_three_partitions_records_and_reads_back_what_one_does(
     cut = crawl(site, duplicate=duplicate, crash=crash, seed=seed, partitions=3)
     assert sorted(i["sku"] for i in cut["items"]) == sorted(i["sku"] for i in whole["items"])
     assert cut["states"] == whole["states"]
+    (answer,) = cut["answers"]
+    (whole_answer,) = whole["answers"]
+    for key in ("pages", "pages_ok", "pages_failed", "pages_skipped", "items", "items_dropped"):
+        assert answer.output[key] == whole_answer.output[key], key
+
+
+@pytest.mark.parametrize(
+    ("duplicate", "crash", "seed"),
+    [(0.0, 0.0, 1), (0.3, 0.3, 19)],
+    ids=["clean", "crashy-19"],
+)
+def test_partitions_that_split_as_they_grow_record_and_read_back_what_one_does(
+    site: DemoSite, duplicate: float, crash: float, seed: int
+) -> None:
+    """Two first partitions that split whenever a view passes 20 URLs (crawl/partitions.py):
+    the same URLs end the same way, each product's items are read back once (from the
+    split partitions' logs and their halves'), the task answers once with the same counts."""
+    whole = crawl(site)
+    cut = crawl(site, duplicate=duplicate, crash=crash, seed=seed, partitions=2, split_urls=20)
+    assert sorted(i["sku"] for i in cut["items"]) == sorted(i["sku"] for i in whole["items"])
+    assert cut["states"] == whole["states"]
+    assert cut["splits"] >= 4
     (answer,) = cut["answers"]
     (whole_answer,) = whole["answers"]
     for key in ("pages", "pages_ok", "pages_failed", "pages_skipped", "items", "items_dropped"):

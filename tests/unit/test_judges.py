@@ -12,11 +12,13 @@ from tests.helpers.tasklog import memory_services, put_task_record
 from stepcrawl.crawl import judges
 from stepcrawl.crawl import proposals as proposals_module
 from stepcrawl.crawl.commit import Decision, PageCommit, append
-from stepcrawl.crawl.context import CrawlServices
+from stepcrawl.crawl.context import CrawlConfig, CrawlServices
+from stepcrawl.crawl.cursors import leaves
 from stepcrawl.crawl.frontier import chunk_entries
 from stepcrawl.crawl.judging import Proposal
 from stepcrawl.crawl.log_reads import recorded_lines, url_states
 from stepcrawl.crawl.messages import UrlRef
+from stepcrawl.crawl.partitions import Partition
 from stepcrawl.crawl.proposals import ProposalLog, RecentLinks, propose_pages
 from stepcrawl.crawl.task_views import TaskLogs
 from stepcrawl.crawl.tasklog import Delta, fingerprint, partition_log
@@ -177,6 +179,50 @@ def test_follow_ups_a_dead_judge_left_are_done_by_the_next_judge_before_the_task
     assert {record[judges.followed_field(p)] for p in range(PARTITIONS)} == {2}
 
 
+def test_a_split_partitions_half_redoes_its_first_rounds_follow_ups_from_the_split(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Partition 0 of 2 splits after its first round (its view passes 2 URLs); the first
+    round of one of its halves dies before its follow-ups. The next judge of the half
+    redoes them from the proposals after the split's cursor, not from the task's first."""
+    services = memory_services(config=CrawlConfig(partition_split_urls=2))
+    _task(services)
+    services.table.update(task_key("r", "t"), set={"partitions": 2})
+    seeds = [UrlRef(url=f"{SITE}/s/{n}") for n in range(40)]
+    _propose(services, Proposal("seed", seeds=seeds))
+    first = judges.judge_round(services, "r", "t", 0, 2)
+    assert first is not None
+    assert first.split
+    halves = Partition(0, 2).children()
+    assert set(leaves(_record(services))) == {*halves, Partition(1, 2)}
+    links = [f"/l/{n}" for n in range(40)]
+    _propose(services, Proposal("bundle-1", pages=[_page("/s/0", True, links)]))
+    half = next(h for h in halves if any(h.holds(fingerprint(f"{SITE}{link}")) for link in links))
+    follow_up = judges._follow_up
+    monkeypatch.setattr(judges, "_follow_up", _die)
+    with pytest.raises(_Died):
+        judges.judge_round(services, "r", "t", half, 2)
+    monkeypatch.setattr(judges, "_follow_up", follow_up)
+    asked: list[int] = []
+    read = judges.read_proposals
+
+    def spied(table: Any, blobs: Any, run: str, task: str, after: int, *a: Any, **kw: Any) -> Any:
+        asked.append(after)
+        return read(table, blobs, run, task, after, *a, **kw)
+
+    monkeypatch.setattr(judges, "read_proposals", spied)
+    services.task_logs = TaskLogs()  # a new container: the half's view from its parent's
+    assert judges.judge_round(services, "r", "t", half, 2) is None
+    assert first.delta.thru == 1
+    assert asked
+    assert min(asked) >= first.delta.thru
+    mine = {f"{SITE}{link}" for link in links if half.holds(fingerprint(f"{SITE}{link}"))}
+    assert mine <= set(_queued(services))
+    judges.judge_round(services, "r", "t", 1, 2)
+    judges.judge_round(services, "r", "t", next(h for h in halves if h != half), 2)
+    assert judges.caught_up(services.table, "r", "t", _record(services))
+
+
 def test_an_entry_that_is_not_a_round_does_not_hide_a_round_left_unfollowed(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -247,10 +293,10 @@ def test_a_sweep_judges_only_the_partitions_behind(monkeypatch: pytest.MonkeyPat
     _task(services)
     _propose(services, SEEDS)
     _judge_all(services)
-    judged: list[int] = []
+    judged: list[Partition] = []
     judge_round = judges.judge_round
 
-    def spied(services: CrawlServices, run: str, task: str, p: int, n: int, **kw: Any) -> Any:
+    def spied(services: CrawlServices, run: str, task: str, p: Partition, n: int, **kw: Any) -> Any:
         judged.append(p)
         return judge_round(services, run, task, p, n, **kw)
 
@@ -262,14 +308,15 @@ def test_a_sweep_judges_only_the_partitions_behind(monkeypatch: pytest.MonkeyPat
     pk, sk = task_key("r", "t")
     cursor = _record(services)[judges.cursor_field(1)]
     services.table.update((pk, sk), set={judges.followed_field(1): 0})
-    assert judges.behind(services.table, "r", "t", _record(services), PARTITIONS) == [1]
+    first = [Partition(p, PARTITIONS) for p in range(PARTITIONS)]
+    assert judges.behind(services.table, "r", "t", _record(services), PARTITIONS) == first[1:2]
     services.task_logs = TaskLogs()
     judges.judge_behind(services, "r", "t", PARTITIONS)
-    assert judged == [1]
+    assert judged == first[1:2]
     assert _record(services)[judges.followed_field(1)] == cursor
     # A new proposal: every partition has it to judge.
     _propose(services, FETCHED)
-    assert judges.behind(services.table, "r", "t", _record(services), PARTITIONS) == [0, 1, 2]
+    assert judges.behind(services.table, "r", "t", _record(services), PARTITIONS) == first
 
 
 def test_a_round_over_the_budget_admits_what_it_allows_and_skips_the_rest() -> None:
@@ -366,16 +413,25 @@ def _site(n: int) -> dict[str, list[str]]:
     }
 
 
+@pytest.mark.parametrize("split_urls", [None, 5], ids=["fixed", "splitting"])
 @pytest.mark.parametrize("seed", range(12))
-def test_a_crawl_through_proposals_and_judges_records_every_url_once(seed: int) -> None:
+def test_a_crawl_through_proposals_and_judges_records_every_url_once(
+    seed: int, split_urls: int | None
+) -> None:
     """Two writers (each with its own cache) fetch from the backlog and propose; judges of
     random partitions judge; some fetches are duplicated. At the end every page of the site
-    is recorded once and the task's counters say so."""
+    is recorded once and the task's counters say so. Splitting: a partition splits once its
+    view holds 5 URLs (checkpoints every 2 entries, so cold halves read their own), and
+    judges pick among the partitions the task record names."""
     rng = random.Random(seed)
     site = _site(40)
     table = MemoryTable()
-    services = memory_services(table)
+    config = CrawlConfig()
+    if split_urls is not None:
+        config = CrawlConfig(partition_split_urls=split_urls, log_checkpoint_entries=2)
+    services = memory_services(table, config)
     _task(services)
+    table.update(task_key("r", "t"), set={"partitions": PARTITIONS})
     writers = [
         (ProposalLog("r", "t", most_bytes=services.config.log_entry_bytes), RecentLinks(4096))
         for _ in range(2)
@@ -397,7 +453,13 @@ def test_a_crawl_through_proposals_and_judges_records_every_url_once(seed: int) 
             break
         step = rng.random()
         if step < 0.4 or not (chunks or fetched):
-            judges.judge_round(services, "r", "t", rng.randrange(PARTITIONS), PARTITIONS)
+            if rng.random() < 0.1:
+                services.task_logs = TaskLogs()  # a cold container
+            if not chunks and rng.random() < 0.3:
+                judges.judge_behind(services, "r", "t", PARTITIONS)  # a sweep, in the tail
+            else:
+                part = rng.choice(leaves(record))
+                judges.judge_round(services, "r", "t", part, PARTITIONS)
             continue
         if chunks and (step < 0.9 or not fetched):
             chunk = rng.choice(chunks)
@@ -419,11 +481,15 @@ def test_a_crawl_through_proposals_and_judges_records_every_url_once(seed: int) 
     assert record["ok"] + record["failed"] == len(site)
     assert record["failed"] == sum(path.endswith("5") for path in site)
     states: dict[str, tuple[bool, bool]] = {}
-    for partition in range(PARTITIONS):
-        view = TaskLogs().get("r", partition_log("t", partition, PARTITIONS))
+    for part in leaves(record):
+        view = TaskLogs().get("r", part.log("t"))
         view.refresh(table, services.blobs)
         for path in site:
             fp = fingerprint(f"{SITE}{path}")
             if view.seen(fp):
+                assert path not in states  # each URL in one partition judged now
                 states[path] = (view.recorded(fp), view.failed(fp))
     assert states == {path: (True, path.endswith("5")) for path in site}
+    expected = {fingerprint(f"{SITE}{p}"): "failed" if p.endswith("5") else "done" for p in site}
+    assert url_states(table, "r", "t", services.blobs) == expected
+    assert (int(record.get("splits", 0)) > 0) == (split_urls is not None)

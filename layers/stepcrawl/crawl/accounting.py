@@ -251,7 +251,7 @@ def _flip_to_finishing(
     count = partitions_of(record)
     if count > 1 and not caught_up(services.table, run, task, record, count):
         return None
-    settled = settled_at(record, count) if count > 1 else []
+    settled = settled_at(record) if count > 1 else []
     return services.table.update(
         task_key(run, task),
         set={"status": TaskState.FINISHING, "finished_at": now},

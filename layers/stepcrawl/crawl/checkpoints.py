@@ -88,6 +88,7 @@ class ViewState:
     sample_parts: list[str] = field(default_factory=list)
     parts: int = 0
     thru: int = 0  # a partition's view: the last proposal judged (crawl/judges.py)
+    closed: bool = False  # a partition's view: its log ends with a split (crawl/partitions.py)
 
 
 def checkpoint_prefix(run: str, task: str, seq: int) -> str:
@@ -129,6 +130,7 @@ def write_checkpoint(
         "sample_parts": state.sample_parts,
         "items_parts": state.parts,
         "thru": state.thru,
+        "closed": state.closed,
     }
     written = [f"{prefix}head.json"]
     blobs.put(written[0], json.dumps(head, separators=(",", ":")).encode())
@@ -250,6 +252,7 @@ def _read(blobs: BlobStore, prefix: str, seq: int) -> ViewState:
         sample_parts=list(head["sample_parts"]),
         parts=int(head["items_parts"]),
         thru=int(head.get("thru", 0)),
+        closed=bool(head.get("closed", False)),
     )
 
 

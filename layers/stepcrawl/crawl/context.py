@@ -182,6 +182,16 @@ class CrawlConfig(BaseModel):
             "judges every partition behind: the task's tail, where no later invocation may come"
         ),
     )
+    partition_split_urls: int = Field(
+        1_000_000,
+        ge=2,
+        le=50_000_000,
+        description=(
+            "URLs a partition's view of a task's seen set holds before the partition splits "
+            "in two by one more bit of the fingerprint (crawl/partitions.py): a view is 12 "
+            "bytes a URL, so a leaf holds 6 to 12 MiB at a million"
+        ),
+    )
     breaker: BreakerConfig = Field(default_factory=BreakerConfig)
 
     def to_env(self) -> dict[str, str]:

@@ -6,55 +6,103 @@ of the task record and one read a distinct cursor, without any partition's view.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
+from stepcrawl.crawl.partitions import Partition
 from stepcrawl.crawl.proposals import proposal_key
 from stepcrawl.storage import Cond, Condition, Table
 
 __all__ = [
+    "MARKS",
     "REOPENS",
+    "ROUNDS",
+    "SPLITS",
     "behind",
     "caught_up",
     "cursor_field",
     "followed_field",
+    "leaves",
+    "partition_nodes",
     "partitions_of",
     "settled_at",
+    "split_field",
 ]
 
 #: The task record's count of re-drives that re-opened it (crawl/failures.py): a re-drive
 #: proposes, then adds one, so a finish that read the record before the proposal was
 #: written fails on it.
 REOPENS: Final = "reopens"
+#: The task record's count of partition splits (crawl/partitions.py): a finish that read
+#: the record before a split fails on it, and reads the new partitions' cursors.
+SPLITS: Final = "splits"
+#: The task record's counts of rounds committed and of follow-ups marks moved, added to by
+#: the same writes that move a cursor or a mark: what the finish conditions on, two
+#: conditions however many partitions there are (DynamoDB allows 300 operators and 4 KB
+#: an expression: one condition a cursor would pass them at ~150 partitions).
+ROUNDS: Final = "rounds"
+MARKS: Final = "marks"
 
 
 def partitions_of(record: Mapping[str, Any]) -> int:
-    """How many partitions the task's seen set is cut into, as its record says (fixed when
-    it started: ``limits.seen_partitions``)."""
+    """How many first partitions the task's seen set is cut into, as its record says (fixed
+    when it started: ``limits.seen_partitions``; splits cut them further)."""
     return int(record.get("partitions") or 1)
 
 
-def cursor_field(partition: int) -> str:
-    """The task record's field holding partition ``partition``'s cursor, set by each round
-    in its transaction: what the finisher reads, without any partition's view."""
-    return f"thru_{partition}"
+def _key(partition: int | Partition) -> str:
+    return str(partition) if isinstance(partition, int) else partition.key
 
 
-def followed_field(partition: int) -> str:
-    """The task record's field holding the cursor through which partition ``partition``'s
-    rounds' follow-ups are done (the mark a round moves after them)."""
-    return f"done_{partition}"
+def cursor_field(partition: int | Partition) -> str:
+    """The task record's field holding a partition's cursor (an int: a first partition's),
+    set by each round in its transaction: what the finisher reads, without any view."""
+    return f"thru_{_key(partition)}"
+
+
+def followed_field(partition: int | Partition) -> str:
+    """The task record's field holding the cursor through which a partition's rounds'
+    follow-ups are done (the mark a round moves after them)."""
+    return f"done_{_key(partition)}"
+
+
+def split_field(partition: Partition) -> str:
+    """The task record's field saying the partition split, at which cursor: set in the
+    transaction of the entry that closes its log."""
+    return f"split_{partition.key}"
+
+
+def partition_nodes(record: Mapping[str, Any]) -> Iterator[tuple[Partition, bool]]:
+    """Every partition of the task, split or not, parents before their children (the order
+    a URL's entries are in: its parent's log closed before its half's first entry), each
+    with whether it is a leaf (judged now)."""
+    count = partitions_of(record)
+    stack = [Partition(p, count) for p in reversed(range(count))]
+    while stack:
+        node = stack.pop()
+        split = split_field(node) in record
+        yield node, not split
+        if split:
+            stack.extend(reversed(node.children()))
+
+
+def leaves(record: Mapping[str, Any]) -> list[Partition]:
+    """The partitions judged now: the first ones, split where the record says."""
+    return [node for node, leaf in partition_nodes(record) if leaf]
 
 
 def behind(
-    table: Table, run: str, task: str, record: Mapping[str, Any], partitions: int
-) -> list[int]:
+    table: Table, run: str, task: str, record: Mapping[str, Any], partitions: int = 0
+) -> list[Partition]:
     """The partitions with proposals left to judge or follow-ups left to do, by the task's
     ``record`` (read consistently before this call): one consistent read a distinct cursor
-    (proposals are appended with no gap: a cursor with no proposal after it is the end)."""
+    (proposals are appended with no gap: a cursor with no proposal after it is the end).
+    ``partitions``: the first partitions' count if the record does not say it yet."""
+    if partitions and "partitions" not in record:
+        record = {**record, "partitions": partitions}
     ahead: dict[int, bool] = {}
     found = []
-    for partition in range(partitions):
+    for partition in leaves(record):
         cursor = int(record.get(cursor_field(partition)) or 0)
         if cursor not in ahead:
             after = table.get(proposal_key(run, task, cursor + 1), consistent=True)
@@ -65,25 +113,25 @@ def behind(
 
 
 def caught_up(
-    table: Table, run: str, task: str, record: Mapping[str, Any], partitions: int
+    table: Table, run: str, task: str, record: Mapping[str, Any], partitions: int = 0
 ) -> bool:
     """Whether every partition has judged every proposal of the task and done its rounds'
     follow-ups, by its ``record`` (read consistently before this call): all cursors and
     marks equal, and no proposal after them (one consistent read: proposals are appended
     with no gap)."""
+    if partitions and "partitions" not in record:
+        record = {**record, "partitions": partitions}
     # Cursors apart: one of them has proposals after it, known without a read.
-    cursors = {int(record.get(cursor_field(p)) or 0) for p in range(partitions)}
-    return len(cursors) == 1 and not behind(table, run, task, record, partitions)
+    cursors = {int(record.get(cursor_field(p)) or 0) for p in leaves(record)}
+    return len(cursors) == 1 and not behind(table, run, task, record)
 
 
-def settled_at(record: Mapping[str, Any], partitions: int) -> list[Condition]:
-    """The conditions that the task record's cursors and marks are still as ``record`` has
-    them: what the finish adds to its update, so a round judged after the finisher read the
-    record stops it (a round that admits also changes ``claimed``; one that only voids
-    does not)."""
-    fields = [f(p) for p in range(partitions) for f in (cursor_field, followed_field)]
-    fields += [REOPENS]
+def settled_at(record: Mapping[str, Any]) -> list[Condition]:
+    """The conditions that no cursor or mark moved since ``record`` was read (by the counts
+    each move adds to), no re-drive re-opened the task and no partition split: what the
+    finish adds to its update, so a round judged after the finisher read the record stops
+    it (a round that admits also changes ``claimed``; one that only voids does not)."""
     return [
         Cond(name, "eq", int(record[name])) if name in record else Cond(name, "not_exists")
-        for name in fields
+        for name in (ROUNDS, MARKS, REOPENS, SPLITS)
     ]

@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import heapq
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from stepcrawl.crawl.cursors import partitions_of
-from stepcrawl.crawl.log_reads import log_entries, partition_entries
+from stepcrawl.crawl.cursors import partition_nodes, partitions_of, split_field
+from stepcrawl.crawl.log_reads import log_entries, named_entries
+from stepcrawl.crawl.partitions import Partition
 from stepcrawl.crawl.paths import items_part_key, items_prefix
 from stepcrawl.crawl.proposals import proposal_key
 from stepcrawl.crawl.states import UrlState
@@ -39,9 +40,9 @@ def iter_task_items(
 ) -> Iterator[dict[str, Any]]:
     """Items of a crawl task, streamed part by part, in the order the log recorded them
     (with partitions: in the order of the proposals they were recorded from)."""
-    count = partitions_of(table.get(task_key(run, task), consistent=True) or {})
-    if count > 1:
-        yield from _partitioned_items(table, blobs, pipeline, run, task, count)
+    record = table.get(task_key(run, task), consistent=True) or {}
+    if partitions_of(record) > 1:
+        yield from _partitioned_items(table, blobs, pipeline, run, task, record)
         return
     for entry in log_entries(table, run, task, 1):
         if part := entry.get("p"):
@@ -58,38 +59,55 @@ def _rows(blobs: BlobStore, key: str, keep: set[int] | None = None) -> Iterator[
 
 
 def _copies(
-    table: Table, blobs: BlobStore, run: str, task: str, partition: int, count: int
-) -> Iterator[tuple[int, int, dict[int, set[int]]]]:
-    """Per round of one partition: its cursor after it, the partition, and by proposal the
-    fingerprints of the pages it recorded ok from that proposal's copy."""
-    after = 0
-    for entry in partition_entries(table, run, task, partition, count):
+    table: Table, blobs: BlobStore, run: str, task: str, part: Partition, start: int
+) -> Iterator[tuple[int, Partition, dict[int, set[int]]]]:
+    """Per round of one partition (whose first cursor is ``start``: where it split off):
+    its cursor after it, the partition, and by proposal the fingerprints of the pages it
+    recorded ok from that proposal's copy."""
+    after = start
+    for entry in named_entries(table, run, part.log(task)):
         delta = Delta.of(entry, blobs)
         found: dict[int, set[int]] = {}
         for (fp, line), copy in zip(delta.recorded, delta.copies, strict=False):
             if copy and line.state == UrlState.DONE:
                 found.setdefault(after + copy, set()).add(fp)
         after = max(after, delta.thru)
-        yield after, partition, found
+        yield after, part, found
 
 
 def _partitioned_items(
-    table: Table, blobs: BlobStore, pipeline: str, run: str, task: str, count: int
+    table: Table,
+    blobs: BlobStore,
+    pipeline: str,
+    run: str,
+    task: str,
+    record: Mapping[str, Any],
 ) -> Iterator[dict[str, Any]]:
-    """A task's items with its seen set cut into ``count`` partitions: each proposal's part
-    read once, keeping the rows of the copies the partitions' rounds recorded from it.
-    The rounds of all partitions are merged by cursor, so a proposal is read as soon as no
-    partition can still record a copy from it: what the reader holds is the copies of the
-    proposals between the partitions' cursors, not the task's."""
-    reached = [0] * count  # each partition's cursor as far as its rounds were merged
+    """A task's items with its seen set cut into partitions: each proposal's part read once,
+    keeping the rows of the copies the partitions' rounds recorded from it. The rounds of
+    all partitions (a split one's, then its halves', from where it split) are merged by
+    cursor, so a proposal is read as soon as no partition judged now can still record a
+    copy from it: what the reader holds is the copies of the proposals between the
+    partitions' cursors, not the task's."""
+    nodes = list(partition_nodes(record))
+    starts = {node: _start(record, node) for node, _ in nodes}
+    reached = {node: starts[node] for node, leaf in nodes if leaf}  # as far as merged
     wanted: dict[int, set[int]] = {}
-    rounds = [_copies(table, blobs, run, task, p, count) for p in range(count)]
-    for end, partition, found in heapq.merge(*rounds, key=lambda r: r[0]):
-        reached[partition] = end
+    rounds = [_copies(table, blobs, run, task, node, starts[node]) for node, _ in nodes]
+    for end, node, found in heapq.merge(*rounds, key=lambda r: r[0]):
+        if node in reached:
+            reached[node] = end
         for seq, fps in found.items():
             wanted.setdefault(seq, set()).update(fps)
-        yield from _read_wanted(table, blobs, pipeline, run, task, wanted, min(reached))
+        yield from _read_wanted(table, blobs, pipeline, run, task, wanted, min(reached.values()))
     yield from _read_wanted(table, blobs, pipeline, run, task, wanted, None)
+
+
+def _start(record: Mapping[str, Any], node: Partition) -> int:
+    """The cursor a partition's log starts from: its parent's where it split (0: a first
+    partition)."""
+    parent = node.parent()
+    return 0 if parent is None else int(record[split_field(parent)])
 
 
 def _read_wanted(

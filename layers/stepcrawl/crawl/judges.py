@@ -32,13 +32,23 @@ from typing import Any, Final
 from stepcrawl.crawl.accounting import failure_record
 from stepcrawl.crawl.commit import Decision, append
 from stepcrawl.crawl.context import CrawlServices
-from stepcrawl.crawl.cursors import behind, caught_up, cursor_field, followed_field
+from stepcrawl.crawl.cursors import (
+    MARKS,
+    ROUNDS,
+    SPLITS,
+    behind,
+    caught_up,
+    cursor_field,
+    followed_field,
+    split_field,
+)
 from stepcrawl.crawl.frontier import REDRIVE_CHUNK, enqueue
-from stepcrawl.crawl.judging import Proposal, judge, partition_of
+from stepcrawl.crawl.judging import Proposal, judge
 from stepcrawl.crawl.messages import UrlRef
+from stepcrawl.crawl.partitions import MAX_DEPTH, Partition
 from stepcrawl.crawl.proposals import read_proposals
 from stepcrawl.crawl.states import UrlState
-from stepcrawl.crawl.tasklog import Delta, TaskLog, fingerprint, next_deltas, partition_log
+from stepcrawl.crawl.tasklog import Delta, TaskLog, fingerprint, next_deltas
 from stepcrawl.errors import RetryableError
 from stepcrawl.names import (
     METRIC_ITEMS,
@@ -59,6 +69,7 @@ __all__ = [
     "followed_field",
     "judge_behind",
     "judge_round",
+    "split_off",
 ]
 
 #: Proposals one round reads at most (a batched read takes 100 keys); the stored bytes, and
@@ -81,6 +92,8 @@ class Round:
     shards: set[int]
     #: what the round added to the task record's counters (empty if not ``fresh``)
     add: dict[str, Any] = field(default_factory=dict)
+    #: whether its partition split after it (its halves judge what comes next)
+    split: bool = False
 
 
 class _MovedError(Exception):
@@ -91,35 +104,43 @@ class _MovedError(Exception):
 class _Where:
     run: str
     task: str
-    partition: int
-    partitions: int
+    part: Partition
     pipeline: str = ""  # what its metrics are counted under ("": none counted)
 
     def mine(self, url: str) -> bool:
         """Whether ``url`` is the partition's to judge."""
-        return partition_of(fingerprint(url), self.partitions) == self.partition
+        return self.part.holds(fingerprint(url))
+
+    @property
+    def log(self) -> str:
+        return self.part.log(self.task)
 
 
 def judge_round(
     services: CrawlServices,
     run: str,
     task: str,
-    partition: int,
+    partition: int | Partition,
     partitions: int,
     *,
     pipeline: str = "",
     upto: int = 0,
 ) -> Round | None:
-    """Judge the proposals after partition ``partition``'s cursor; the round, or ``None``
-    if there were none or the task refused (it is over: nothing more is admitted). A round
-    this call commits counts its metrics under ``pipeline``; ``upto``: a proposal the
-    caller knows is written (its own), so the read asks for the keys up to it at once."""
-    where = _Where(run, task, partition, partitions, pipeline)
-    view = services.task_logs.get(run, partition_log(task, partition, partitions))
+    """Judge the proposals after a partition's cursor (an int: first partition
+    ``partition`` of ``partitions``); the round, or ``None`` if there were none, the
+    partition split (:func:`split_off`: its halves judge on), or the task refused (it is
+    over: nothing more is admitted). A round this call commits counts its metrics under
+    ``pipeline``; ``upto``: a proposal the caller knows is written (its own), so the read
+    asks for the keys up to it at once."""
+    part = partition if isinstance(partition, Partition) else Partition(partition, partitions)
+    where = _Where(run, task, part, pipeline)
+    view = services.task_logs.get(run, where.log)
     for _ in range(_MAX_MOVES):
         with view.lock:
             view.refresh(services.table, services.blobs)
-            cursor = view.thru
+            cursor, closed = view.thru, view.closed
+        if closed:
+            return None
         _finish_follow_ups(services, where, view)
         proposals = read_proposals(
             services.table,
@@ -139,31 +160,31 @@ def judge_round(
             return _round(services, where, cursor, proposals)
         except _MovedError:
             continue
-    raise RetryableError(f"task {task}: partition {partition} moved {_MAX_MOVES} times")
+    raise RetryableError(f"task {task}: partition {part.key} moved {_MAX_MOVES} times")
 
 
 def _round(
     services: CrawlServices, where: _Where, cursor: int, proposals: list[tuple[int, Proposal]]
 ) -> Round | None:
     """One round over ``proposals`` (those after ``cursor``), or :class:`_MovedError`."""
-    by = f"judge-{where.partition}-{proposals[0][0]}-{proposals[-1][0]}"
+    by = f"judge-{where.part.key}-{proposals[0][0]}-{proposals[-1][0]}"
     judged = [p for _, p in proposals]
     decisions: list[Decision] = []
 
     def decide(log: TaskLog, budget: int | None) -> Decision:
         if _moved(log, cursor):
             raise _MovedError
-        judgement = judge(log, where.partition, where.partitions, judged, budget, by)
+        judgement = judge(log, where.part.index, where.part.grid, judged, budget, by)
         judgement.delta.thru = proposals[-1][0]
         # A part the data profile may sample: one its copies' proposals wrote.
         parts = (judged[n].part for n, _ in judgement.accepted if judged[n].part)
         judgement.delta.part = next(parts, "")
-        cursor_now = {cursor_field(where.partition): proposals[-1][0]}
-        decisions.append(Decision(judgement.delta, judgement.add, set=cursor_now))
+        cursor_now = {cursor_field(where.part): proposals[-1][0]}
+        add = {**judgement.add, ROUNDS: 1}  # what the finish conditions on (cursors.py)
+        decisions.append(Decision(judgement.delta, add, set=cursor_now))
         return decisions[-1]
 
-    name = partition_log(where.task, where.partition, where.partitions)
-    log = append(services, where.run, where.task, [by], decide, log_name=name)
+    log = append(services, where.run, where.task, [by], decide, log_name=where.log)
     if log is None:
         return None
     delta = log.delta_of(by, services.table, services.blobs)
@@ -173,7 +194,47 @@ def _round(
     added = decisions[-1].add if fresh else {}
     if fresh and where.pipeline:
         _count_round(services, where, delta, added)
-    return Round(by, delta, fresh, shards, added)
+    split = len(log.urls) > services.config.partition_split_urls and split_off(
+        services, where.run, where.task, where.part
+    )
+    return Round(by, delta, fresh, shards, added, split)
+
+
+def split_off(services: CrawlServices, run: str, task: str, part: Partition) -> bool:
+    """Split ``part`` in two at its cursor (crawl/partitions.py): an entry that closes its
+    log, in one transaction with the task record's fields of the split and of its halves'
+    cursors and marks (their follow-ups start done: the split requires its own done). Nothing
+    is judged by it; ``False`` if the partition moved meanwhile, split already, or is as
+    deep as splits go."""
+    if part.depth >= MAX_DEPTH:
+        return False
+    view = services.task_logs.get(run, part.log(task))
+    with view.lock:
+        cursor = view.thru
+    start = {f(half): cursor for half in part.children() for f in (cursor_field, followed_field)}
+    condition = All(
+        (
+            Cond(cursor_field(part), "eq", cursor),
+            Cond(followed_field(part), "eq", cursor),
+            Cond(split_field(part), "not_exists"),
+        )
+    )
+
+    def decide(log: TaskLog, _budget: int | None) -> Decision:
+        if _moved(log, cursor):
+            raise _MovedError
+        split = {split_field(part): cursor, **start}
+        return Decision(Delta(by=part.split_id(), thru=cursor), {SPLITS: 1}, split, condition)
+
+    try:
+        log = append(services, run, task, [part.split_id()], decide, log_name=part.log(task))
+    except _MovedError:
+        return False
+    if log is None:
+        return False
+    # The closed view is no use to anyone; each half reads its share when it is judged.
+    services.task_logs.forget(run, part.log(task))
+    return True
 
 
 def _count_round(
@@ -198,9 +259,10 @@ def _count_round(
 
 
 def _moved(log: TaskLog, cursor: int) -> bool:
-    """Whether another judge of the partition judged past ``cursor`` since it was read: its
-    round named other proposals, so this one's must be read again from the new cursor."""
-    return log.thru != cursor
+    """Whether another judge of the partition judged past ``cursor`` since it was read (its
+    round named other proposals, so this one's must be read again from the new cursor), or
+    split it (the split's entry keeps the cursor: its halves judge what comes after)."""
+    return log.thru != cursor or log.closed
 
 
 def _finish_follow_ups(services: CrawlServices, where: _Where, view: TaskLog) -> None:
@@ -213,14 +275,16 @@ def _finish_follow_ups(services: CrawlServices, where: _Where, view: TaskLog) ->
         return
     table, blobs = services.table, services.blobs
     record = table.get(task_key(where.run, where.task), consistent=True) or {}
-    done = int(record.get(followed_field(where.partition)) or 0)
+    done = int(record.get(followed_field(where.part)) or 0)
     if done >= cursor:  # marked already (this container is new to the partition)
         with view.lock:
             view.followed = max(view.followed, cursor)
         return
-    name = partition_log(where.task, where.partition, where.partitions)
+    name = where.log
     undone: list[Delta] = []
-    after = 0  # the cursor before the oldest undone round
+    # The cursor before the oldest undone round: the mark's, if every entry of the log is
+    # undone (a half of a split partition starts at its parent's cursor, marked done).
+    after = done
     while seq > 0:
         delta = view.recent.get(seq)
         if delta is None:
@@ -248,13 +312,13 @@ def _mark_followed(services: CrawlServices, where: _Where, view: TaskLog, thru: 
     """Mark the partition's follow-ups done through ``thru`` (never moving the mark back),
     and charge the task what the container spent since its meter was last taken: the
     judge's reads, its round, its follow-ups (as a commit charges its invocation)."""
-    field = followed_field(where.partition)
+    field = followed_field(where.part)
     spent = {f"u_{k}": v for k, v in services.meter.take().as_dict().items() if v}
     key, exists = task_key(where.run, where.task), Cond("pk", "exists")
     marked = services.table.update(
         key,
         set={field: thru},
-        add=spent or None,
+        add={**spent, MARKS: 1},  # what the finish conditions on (cursors.py)
         condition=All((exists, AnyOf((Cond(field, "not_exists"), Cond(field, "lt", thru))))),
     )
     if marked is None and spent:
@@ -307,18 +371,25 @@ def judge_behind(
     record: Mapping[str, Any] | None = None,
 ) -> list[Round]:
     """The rounds of every partition that is :func:`behind`, until it has judged all the
-    proposals it reads (the finisher's, the sweeper's and a task's tail's way). A partition
-    with nothing to do costs no read of its log. The views stay in the container's cache,
-    which its bound (``VIEWS_BYTES``) keeps from holding more than a few of a big task.
-    ``record``: the task record, if the caller has just read it consistently."""
+    proposals it reads (the finisher's, the sweeper's and a task's tail's way); a partition
+    that splits meanwhile, its halves'. A partition with nothing to do costs no read of its
+    log. The views stay in the container's cache, which its bound (``VIEWS_BYTES``) keeps
+    from holding more than a few of a big task. ``record``: the task record, if the caller
+    has just read it consistently."""
     if record is None:
         record = services.table.get(task_key(run, task), consistent=True)
     if not record:
         return []
     rounds: list[Round] = []
-    for partition in behind(services.table, run, task, record, partitions):
+    todo = behind(services.table, run, task, record, partitions)
+    while todo:
+        part = todo.pop(0)
         while (
-            done := judge_round(services, run, task, partition, partitions, pipeline=pipeline)
-        ) is not None:
+            done := judge_round(services, run, task, part, partitions, pipeline=pipeline)
+        ) is not None and not done.split:
             rounds.append(done)
+        if done is not None:
+            rounds.append(done)
+        if done is not None or services.task_logs.get(run, part.log(task)).closed:
+            todo[:0] = part.children()  # split, by this judge or another: its halves next
     return rounds

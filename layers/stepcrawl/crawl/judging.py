@@ -27,6 +27,7 @@ from typing import Any
 
 from stepcrawl.crawl.commit import PageCommit, counters, profile_counts
 from stepcrawl.crawl.messages import UrlRef
+from stepcrawl.crawl.partitions import partition_of
 from stepcrawl.crawl.states import UrlState
 from stepcrawl.crawl.tasklog import Delta, PageLine, TaskLog, fingerprint
 from stepcrawl.storage import Usage
@@ -34,14 +35,6 @@ from stepcrawl.storage import Usage
 __all__ = ["Judgement", "Proposal", "judge", "partition_of"]
 
 _SKIPPED = PageLine(state=UrlState.SKIPPED)
-
-
-def partition_of(fp: int, partitions: int) -> int:
-    """The partition of fingerprint ``fp``: its high bits, so that partitions split in two
-    by one more bit (fingerprints are uniform 64-bit hashes)."""
-    if partitions <= 1:
-        return 0
-    return (fp >> 32) * partitions >> 32
 
 
 @dataclass(frozen=True)

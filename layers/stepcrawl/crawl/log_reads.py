@@ -7,34 +7,42 @@ checkpoint; these read every entry, stripe by stripe, in sequence order.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
-from stepcrawl.crawl.cursors import partitions_of
+from stepcrawl.crawl.cursors import partition_nodes
 from stepcrawl.crawl.states import UrlState
 from stepcrawl.crawl.tasklog import Delta, PageLine, partition_log
 from stepcrawl.storage import BlobStore, Table
 from stepcrawl.storage.table import Item
 from stepcrawl.table_keys import LOG_STRIPES, log_pk, task_key
 
-__all__ = ["log_entries", "partition_entries", "recorded_lines", "url_states"]
+__all__ = ["log_entries", "named_entries", "partition_entries", "recorded_lines", "url_states"]
 
 
 def log_entries(table: Table, run: str, task: str, partitions: int | None = None) -> Iterator[Item]:
     """Every entry of the task's log, in sequence order (one query per stripe); in the flat
     state's ``partitions`` (crawl/judges.py; ``None``: as many as the task record says),
-    every partition's log, one after the other (a URL is in one partition only, so what is
-    said of it is in order)."""
-    if partitions is None:
-        partitions = partitions_of(table.get(task_key(run, task), consistent=True) or {})
-    for p in range(max(1, partitions)):
-        yield from partition_entries(table, run, task, p, partitions)
+    every partition's log, one after the other, a split one's before its halves' (a URL is
+    in one partition at a time, so what is said of it is in order)."""
+    record: Mapping[str, object] = {}
+    if partitions is None or partitions > 1:
+        record = table.get(task_key(run, task), consistent=True) or {}
+    if partitions is not None:
+        record = {**record, "partitions": partitions}
+    for node, _ in partition_nodes(record):
+        yield from named_entries(table, run, node.log(task))
 
 
 def partition_entries(
     table: Table, run: str, task: str, partition: int, partitions: int
 ) -> Iterator[Item]:
-    """Every entry of one partition's log (the task's own at ``partitions`` = 1), in order."""
-    name = partition_log(task, partition, partitions)
+    """Every entry of one first partition's log (the task's own at ``partitions`` = 1), in
+    order."""
+    yield from named_entries(table, run, partition_log(task, partition, partitions))
+
+
+def named_entries(table: Table, run: str, name: str) -> Iterator[Item]:
+    """Every entry of the log named ``name`` (a task's, or a partition's), in order."""
     stripes = [table.query(log_pk(run, name, s), consistent=True) for s in range(LOG_STRIPES)]
     yield from heapq.merge(*stripes, key=lambda item: str(item["sk"]))
 

@@ -31,7 +31,7 @@ from typing import Any, Final
 
 from stepcrawl.crawl.commit import PageCommit, items_body, put_items_part
 from stepcrawl.crawl.context import CrawlServices
-from stepcrawl.crawl.cursors import cursor_field
+from stepcrawl.crawl.cursors import cursor_field, leaves
 from stepcrawl.crawl.judges import judge_behind, judge_round
 from stepcrawl.crawl.judging import Proposal
 from stepcrawl.crawl.messages import UrlRef
@@ -133,8 +133,12 @@ def judge_proposed(
     if in_flight <= config.judge_tail_urls:
         rounds = judge_behind(services, run, task, count, pipeline=pipeline, record=record)
         return set().union(*(r.shards for r in rounds))
-    home = _writers(services).home(run, task, count, random.randrange)
-    behind = {p: seq - int(record.get(cursor_field(p)) or 0) for p in range(count)}
+    # The home is the partition holding a fingerprint drawn once: it stays this container's
+    # as it splits (into one of its halves), and containers spread over the partitions.
+    drawn = _writers(services).home(run, task, 1 << 64, random.randrange)
+    parts = leaves({"partitions": count, **record})
+    behind = {part: seq - int(record.get(cursor_field(part)) or 0) for part in parts}
+    home = next(part for part in parts if part.holds(drawn))
     shards: set[int] = set()
     if behind[home] >= config.judge_home_after:
         for _ in range(HOME_ROUNDS):
@@ -142,11 +146,11 @@ def judge_proposed(
             if done is None:
                 break
             shards |= done.shards
-            if done.delta.thru >= seq:
-                break
-    lagging = [p for p in behind if p != home and behind[p] >= config.judge_visit_after]
-    for partition in sorted(lagging, key=lambda p: (-behind[p], p))[:VISITS]:
-        done = judge_round(services, run, task, partition, count, pipeline=pipeline, upto=seq)
+            if done.split or done.delta.thru >= seq:
+                break  # split: its halves are judged when they are due
+    lagging = [p for p in parts if p != home and behind[p] >= config.judge_visit_after]
+    for part in sorted(lagging, key=lambda p: (-behind[p], p))[:VISITS]:
+        done = judge_round(services, run, task, part, count, pipeline=pipeline, upto=seq)
         if done is not None:
             shards |= done.shards
     return shards

@@ -21,9 +21,8 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from stepcrawl.crawl.context import CrawlServices
-from stepcrawl.crawl.cursors import partitions_of
+from stepcrawl.crawl.cursors import leaves, partitions_of
 from stepcrawl.crawl.paths import items_part_key
-from stepcrawl.crawl.tasklog import partition_log
 from stepcrawl.names import DATA_QUALITY_KIND
 from stepcrawl.pipeline import CrawlTask, Monitors, Pipeline
 from stepcrawl.quality.counters import schema_of
@@ -98,7 +97,7 @@ def judge_task(
     counts: Counter[int] = Counter()
     ranked: set[tuple[bytes, str]] = set()
     total_parts = 0
-    for name in (partition_log(task, p, count) for p in range(count)):
+    for name in (part.log(task) for part in leaves(record)):
         log = services.task_logs.get(run, name)
         with log.lock:
             log.refresh(services.table, services.blobs)

@@ -55,6 +55,7 @@ from typing import Any, Final
 
 from stepcrawl.crawl.checkpoints import ViewState, load_checkpoint
 from stepcrawl.crawl.fingerprints import FingerprintMap
+from stepcrawl.crawl.partitions import SPLIT_PREFIX, Partition, inherited_from
 from stepcrawl.crawl.states import UrlState
 from stepcrawl.errors import FatalError
 from stepcrawl.quality.counters import decode
@@ -109,10 +110,11 @@ def spill_key(run: str, task: str, name: str) -> str:
 
 
 def partition_log(task: str, partition: int, partitions: int) -> str:
-    """The name of partition ``partition``'s log of ``task`` cut in ``partitions``, as a task
-    log's name (the flat state: crawl/judges.py). The one partition of an uncut task is the
-    task: its log is the task's log."""
-    return task if partitions <= 1 else f"{task}~{partition}"
+    """The name of first partition ``partition``'s log of ``task`` cut in ``partitions``, as
+    a task log's name (the flat state: crawl/judges.py; a split one's:
+    :meth:`Partition.log`). The one partition of an uncut task is the task: its log is the
+    task's log."""
+    return Partition(partition, partitions).log(task)
 
 
 def fingerprint(url: str) -> int:
@@ -329,6 +331,9 @@ class TaskLog:
     followed: int = field(default=0, repr=False, compare=False)
     #: whether the view has read nothing yet (its first refresh starts from a checkpoint)
     cold: bool = field(default=True, repr=False, compare=False)
+    #: a partition's view: whether its log ends with a split (crawl/partitions.py), after
+    #: which only its children's logs are appended to
+    closed: bool = field(default=False, repr=False, compare=False)
 
     def apply(self, delta: Delta) -> None:
         seq = self.seq + 1
@@ -351,6 +356,7 @@ class TaskLog:
             self._sample_part(delta.part)
         self._keep(seq, delta)
         self.thru = max(self.thru, delta.thru)
+        self.closed = self.closed or delta.by.startswith(SPLIT_PREFIX)
         self.seq = seq
 
     def _sample_part(self, part: str) -> None:
@@ -431,6 +437,7 @@ class TaskLog:
             sample_parts=[part for _, part in self.sample_parts],
             parts=self.parts,
             thru=self.thru,
+            closed=self.closed,
         )
 
     def _adopt(self, state: ViewState) -> None:
@@ -439,6 +446,32 @@ class TaskLog:
         self.sample_parts = sorted(_sample_rank(part) for part in state.sample_parts)
         self.parts = state.parts
         self.thru = state.thru
+        self.closed = state.closed
+
+    def _inherit(self, table: Table, blobs: BlobStore, parent_log: str, part: Partition) -> None:
+        """A cold view of a partition made by a split: from its own checkpoint if it has one,
+        else from its parent's view as far as the split that closed it, its half only (the
+        data profile's counts and sample go to the first half, so the halves sum to the
+        parent). The parent's view is dropped once filtered: what this holds at most is
+        the parent's maps, for the moment of the filter."""
+        if state := load_checkpoint(table, blobs, self.run, self.task):
+            self._adopt(state)
+            return
+        parent = TaskLog(self.run, parent_log).refresh(table, blobs)
+        if not parent.closed:
+            raise FatalError(f"log {self.task}: its parent {parent_log} was never split")
+        first = part.index % 2 == 0
+        self._adopt(
+            ViewState(
+                seq=0,
+                urls=FingerprintMap(kv for kv in parent.urls.items() if part.holds(kv[0])),
+                commits=FingerprintMap(),
+                quality=Counter(parent.quality) if first else Counter(),
+                sample_parts=[name for _, name in parent.sample_parts] if first else [],
+                parts=parent.parts if first else 0,
+                thru=parent.thru,
+            )
+        )
 
     def _catch_up(self, table: Table, blobs: BlobStore, *, cold: bool) -> tuple[int, bool]:
         """A view far behind: a cold one from the task's checkpoint (a warm one would hold
@@ -475,6 +508,8 @@ class TaskLog:
         next sequences by key up to the first missing one (the end: sequences are appended one
         by one); a spilled payload from ``blobs``. A view far behind reads by stripe
         (:meth:`_catch_up`): a cold one whose first read was full, a warm one at full probes."""
+        if self.cold and (origin := inherited_from(self.task)) is not None:
+            self._inherit(table, blobs, *origin)
         found_in_all = 0
         while True:
             probe = max(1, min(_MAX_PROBE, self.probe))

@@ -117,11 +117,11 @@ class Limits(Strict):
         1,
         ge=1,
         le=256,
-        description="Parts the task's set of seen URLs is cut into, each judged on its own "
-        "(docs/architecture.md, 'Flat state'): 1 keeps it whole in every parse container, "
-        "right up to a few million URLs; past that, one part per million URLs the task may "
-        "see, skipped ones included, keeps what a container holds flat. Fixed when the task "
-        "starts.",
+        description="Parts the task's set of seen URLs is cut into at its start, each judged "
+        "on its own (docs/architecture.md, 'Flat state'): 1 keeps it whole in every parse "
+        "container, right up to a few million URLs; 2 or more keeps what a container holds "
+        "flat at any size, since a part splits in two once it holds a million URLs (more "
+        "parts from the start spread the judging wider).",
     )
 
 
