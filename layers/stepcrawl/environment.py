@@ -30,6 +30,7 @@ from stepcrawl.names import (
     ENV_LOG_CHECKPOINT_ENTRIES,
     ENV_PARSE_MAPPING,
     ENV_PARSE_QUEUE_URL,
+    ENV_PARTITION_SPLIT_URLS,
     ENV_PIPELINES_DIR,
     ENV_PROXY_SECRETS,
     ENV_RENDER_QUEUE_URL,
@@ -112,6 +113,7 @@ class _EngineSettings(FunctionEnvironment):
     fetch_concurrency: int = Field(alias=ENV_FETCH_CONCURRENCY)
     stall_after: float = Field(alias=ENV_STALL_AFTER)
     log_checkpoint_entries: int = Field(alias=ENV_LOG_CHECKPOINT_ENTRIES)
+    partition_split_urls: int = Field(alias=ENV_PARTITION_SPLIT_URLS)
 
 
 class WorkerEnvironment(_EngineSettings):

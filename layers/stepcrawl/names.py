@@ -25,6 +25,7 @@ __all__ = [
     "ENV_LOG_CHECKPOINT_ENTRIES",
     "ENV_PARSE_MAPPING",
     "ENV_PARSE_QUEUE_URL",
+    "ENV_PARTITION_SPLIT_URLS",
     "ENV_PIPELINES_DIR",
     "ENV_PROXY_SECRETS",
     "ENV_RENDER_QUEUE_URL",
@@ -141,6 +142,7 @@ ENV_WINDOW: Final = "STEPCRAWL_WINDOW"
 ENV_FETCH_CONCURRENCY: Final = "STEPCRAWL_FETCH_CONCURRENCY"
 ENV_STALL_AFTER: Final = "STEPCRAWL_STALL_AFTER"
 ENV_LOG_CHECKPOINT_ENTRIES: Final = "STEPCRAWL_LOG_CHECKPOINT_ENTRIES"
+ENV_PARTITION_SPLIT_URLS: Final = "STEPCRAWL_PARTITION_SPLIT_URLS"
 #: The scaler's thresholds (:class:`stepcrawl.scaling.ScalerSettings` as JSON).
 ENV_SCALER: Final = "STEPCRAWL_SCALER"
 #: The notifier's channels: names of Secrets Manager secrets (or ``ssm:<parameter>``), never

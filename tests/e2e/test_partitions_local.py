@@ -1,7 +1,9 @@
-"""A crawl whose seen set is cut into three partitions on the local cloud, IAM enforced
-(issue 24): the start, the parse function, the sweeper and the finisher propose and judge
-with their own roles (crawl/proposing.py), under crashes and duplicate deliveries, and the
-run still records every page once and exports exactly the shop's items."""
+"""A crawl whose seen set is cut into partitions on the local cloud, IAM enforced (issue 24):
+the start, the parse function, the sweeper and the finisher propose and judge with their own
+roles (crawl/proposing.py), under crashes and duplicate deliveries, and the run still
+records every page once and exports exactly the shop's items; also with partitions that
+split as they grow (crawl/partitions.py), their halves read cold by containers that crashes
+replace."""
 
 from __future__ import annotations
 
@@ -24,16 +26,21 @@ pytestmark = pytest.mark.slow
 TASK = "crawl_shop"
 
 
+@pytest.mark.parametrize(
+    ("partitions", "split_urls"), [(3, None), (2, 12)], ids=["three", "two-splitting"]
+)
 def test_a_partitioned_crawl_records_every_page_once_with_each_functions_role(
-    tmp_path: Path, cloud_env: None
+    tmp_path: Path, cloud_env: None, partitions: int, split_urls: int | None
 ) -> None:
     model = ShopModel(categories=4, products_per_category=20)
+    limits = {"seen_partitions": partitions}
+    settings = {} if split_urls is None else {"partition_split_urls": split_urls}
     with DemoSite(model) as site:
-        pipeline = demo_pipeline(site.url, defaults={"limits": {"seen_partitions": 3}})
+        pipeline = demo_pipeline(site.url, defaults={"limits": limits})
         with (
             staged_pipelines([(pipeline, None)]) as directory,
             LocalCloud(
-                synthesize(directory),
+                synthesize(directory, settings=settings),
                 directory,
                 log_path=tmp_path / "functions.log",
                 sweep_every=2.0,
@@ -48,7 +55,9 @@ def test_a_partitioned_crawl_records_every_page_once_with_each_functions_role(
             table, blobs = deployment.table, deployment.blobs
             record = table.get(task_key("parts", TASK)) or {}
             states = url_states(table, "parts", TASK, blobs)
-    assert record["partitions"] == 3
+    assert record["partitions"] == partitions
+    # ~110 URLs in halves of at most 12: a few splits at least, none without a split bound.
+    assert (int(record.get("splits", 0)) >= 4) == (split_urls is not None)
     counters = report["tasks"][TASK]["counters"]
     assert counters["claimed"] == counters["finished"] == report["tasks"][TASK]["pages"]
     assert len(states) >= counters["finished"]

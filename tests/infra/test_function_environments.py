@@ -72,6 +72,7 @@ def test_what_the_stack_writes_reads_back_the_same() -> None:
         "STEPCRAWL_FETCH_CONCURRENCY": "32",
         "STEPCRAWL_STALL_AFTER": "180.0",
         "STEPCRAWL_LOG_CHECKPOINT_ENTRIES": "4000",
+        "STEPCRAWL_PARTITION_SPLIT_URLS": "1000000",
         "STEPCRAWL_PROXY_SECRETS": "a,b",
     }
     env = WorkerEnvironment.read(written)

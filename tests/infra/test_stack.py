@@ -31,6 +31,7 @@ from stepcrawl.names import (
     ENV_FETCH_QUEUE_URL,
     ENV_LOG_CHECKPOINT_ENTRIES,
     ENV_PARSE_QUEUE_URL,
+    ENV_PARTITION_SPLIT_URLS,
     ENV_PIPELINES_DIR,
     ENV_SHARDS,
     ENV_STALL_AFTER,
@@ -283,6 +284,7 @@ def test_function_shared_defaults(default, spec) -> None:
         ENV_FETCH_CONCURRENCY: "32",
         ENV_STALL_AFTER: "180.0",
         ENV_LOG_CHECKPOINT_ENTRIES: "4000",
+        ENV_PARTITION_SPLIT_URLS: "1000000",
         "POWERTOOLS_SERVICE_NAME": spec.name,
         "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
     }

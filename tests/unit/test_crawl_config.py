@@ -9,6 +9,7 @@ from stepcrawl.errors import ConfigError
 from stepcrawl.names import (
     ENV_FETCH_CONCURRENCY,
     ENV_LOG_CHECKPOINT_ENTRIES,
+    ENV_PARTITION_SPLIT_URLS,
     ENV_SHARDS,
     ENV_STALL_AFTER,
     ENV_WINDOW,
@@ -17,7 +18,12 @@ from stepcrawl.names import (
 
 def test_environment_round_trip() -> None:
     config = CrawlConfig(
-        shards=7, window=99, fetch_concurrency=5, stall_after=2.5, log_checkpoint_entries=50
+        shards=7,
+        window=99,
+        fetch_concurrency=5,
+        stall_after=2.5,
+        log_checkpoint_entries=50,
+        partition_split_urls=1000,
     )
     env = config.to_env()
     assert env == {
@@ -26,6 +32,7 @@ def test_environment_round_trip() -> None:
         ENV_FETCH_CONCURRENCY: "5",
         ENV_STALL_AFTER: "2.5",
         ENV_LOG_CHECKPOINT_ENTRIES: "50",
+        ENV_PARTITION_SPLIT_URLS: "1000",
     }
     assert set(env) == set(DEPLOYED_SETTINGS.values())
     assert CrawlConfig.from_env(env) == config

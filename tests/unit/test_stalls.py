@@ -250,6 +250,7 @@ def test_stall_after_is_a_deployed_setting_with_bounds() -> None:
         "STEPCRAWL_WINDOW": "256",
         "STEPCRAWL_FETCH_CONCURRENCY": "8",
         "STEPCRAWL_LOG_CHECKPOINT_ENTRIES": "4000",
+        "STEPCRAWL_PARTITION_SPLIT_URLS": "1000000",
     }
     assert CrawlConfig.from_env({**env, "STEPCRAWL_STALL_AFTER": "3.5"}).stall_after == 3.5
     with pytest.raises(ConfigError, match="STEPCRAWL_STALL_AFTER='0'"):

@@ -24,6 +24,7 @@ from stepcrawl.functions_spec import FETCH_CONCURRENCY
 from stepcrawl.names import (
     ENV_FETCH_CONCURRENCY,
     ENV_LOG_CHECKPOINT_ENTRIES,
+    ENV_PARTITION_SPLIT_URLS,
     ENV_SHARDS,
     ENV_STALL_AFTER,
     ENV_WINDOW,
@@ -225,6 +226,7 @@ DEPLOYED_SETTINGS: Final[Mapping[str, str]] = {
     "fetch_concurrency": ENV_FETCH_CONCURRENCY,
     "stall_after": ENV_STALL_AFTER,
     "log_checkpoint_entries": ENV_LOG_CHECKPOINT_ENTRIES,
+    "partition_split_urls": ENV_PARTITION_SPLIT_URLS,
 }
 
 
