@@ -11,8 +11,10 @@ from stepcrawl.crawl.tasklog import TaskLog
 __all__ = ["VIEWS_BYTES", "TaskLogs"]
 
 #: What a container's views take at most together: the one in use is kept whatever its
-#: size. At the engine's state target of 64 MiB, with room for the batch.
-VIEWS_BYTES: Final = 48 << 20
+#: size. At the engine's state target of 64 MiB, with room for the batch, the writer's
+#: cache of recent links (8 MiB) and a split partition's half reading its parent's view
+#: (22 MiB at the peak for a parent of a million URLs: docs/performance.md).
+VIEWS_BYTES: Final = 32 << 20
 
 
 class TaskLogs:
