@@ -192,19 +192,21 @@ def test_a_seen_set_in_three_partitions_records_and_reads_back_what_one_does(
         assert answer.output[key] == whole_answer.output[key], key
 
 
+@pytest.mark.parametrize("first", [1, 2], ids=["one-log", "two-partitions"])
 @pytest.mark.parametrize(
     ("duplicate", "crash", "seed"),
     [(0.0, 0.0, 1), (0.3, 0.3, 19)],
     ids=["clean", "crashy-19"],
 )
 def test_partitions_that_split_as_they_grow_record_and_read_back_what_one_does(
-    site: DemoSite, duplicate: float, crash: float, seed: int
+    site: DemoSite, duplicate: float, crash: float, seed: int, first: int
 ) -> None:
-    """Two first partitions that split whenever a view passes 20 URLs (crawl/partitions.py):
-    the same URLs end the same way, each product's items are read back once (from the
-    split partitions' logs and their halves'), the task answers once with the same counts."""
+    """A task's one log, or two first partitions, split whenever a view passes 20 URLs
+    (crawl/partitions.py; the one log's commits become proposals): the same URLs end the
+    same way, each product's items are read back once (from the split logs and their
+    halves'), the task answers once with the same counts."""
     whole = crawl(site)
-    cut = crawl(site, duplicate=duplicate, crash=crash, seed=seed, partitions=2, split_urls=20)
+    cut = crawl(site, duplicate=duplicate, crash=crash, seed=seed, partitions=first, split_urls=20)
     assert sorted(i["sku"] for i in cut["items"]) == sorted(i["sku"] for i in whole["items"])
     assert cut["states"] == whole["states"]
     assert cut["splits"] >= 4

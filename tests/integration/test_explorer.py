@@ -79,6 +79,14 @@ SETTINGS = {
     # Two first partitions that split whenever a view passes 2 URLs (crawl/partitions.py),
     # with overlapping invocations: halves judged by containers that never saw their parent,
     # rounds racing the splits.
+    # A task's one log split as it grows, at 4 URLs (crawl/partitions.py): commits racing
+    # the split, and the same task's later pages, re-drives and drains proposed.
+    "one log, splitting": ExplorerSettings(
+        overlaps=1.5,
+        config=ExplorerSettings().config.model_copy(
+            update={"partition_split_urls": 4, "judge_home_after": 2, "judge_visit_after": 3}
+        ),
+    ),
     "two partitions, splitting": ExplorerSettings(
         partitions=2,
         overlaps=1.5,
@@ -183,8 +191,10 @@ def test_the_explorer_finds_a_round_judged_on_a_partition_split_under_it(
     """A judge that read a partition's cursor, then lost its sequence to the split that
     closed the partition, finds the cursor where it read it: unless the closed log counts as
     moved (``judges._moved``), it judges on the closed log and its halves judge the same
-    proposals again. Found by the splitting configuration in seeds 26, 63 and 98 of 0-149."""
+    proposals again. Found by the splitting configuration in seeds 26, 63 and 98 of 0-149
+    (before ``append`` refused a closed log too: both are taken out here)."""
     monkeypatch.setattr(judges, "_moved", lambda log, cursor: log.thru != cursor)
+    monkeypatch.setattr(commit, "_refuse_if_closed", lambda log: None)
     logging.disable(logging.WARNING)
     try:
         settings = SETTINGS["two partitions, splitting"]
@@ -192,6 +202,30 @@ def test_the_explorer_finds_a_round_judged_on_a_partition_split_under_it(
     finally:
         logging.disable(logging.NOTSET)
     assert all(found.values()), found
+
+
+def test_the_explorer_finds_commits_appended_to_a_task_log_split_under_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A task's one log splits as it grows; a commit, re-drive, drain or seed chunk that read
+    it before must propose instead of appending after the split (``LogClosedError``): one
+    appended there decides what the halves never see. With that refusal taken out for the
+    task's own log, the splitting configuration must find URLs that never end."""
+    refuse = commit._refuse_if_closed
+
+    def lenient(log: TaskLog) -> None:
+        if "~" in log.task:  # partitions' logs as before: only the task's own log lets in
+            refuse(log)
+
+    monkeypatch.setattr(commit, "_refuse_if_closed", lenient)
+    logging.disable(logging.WARNING)
+    try:
+        settings = SETTINGS["one log, splitting"]
+        found = [o for o in (explore(s, SimSite(), settings) for s in range(10)) if o.problems]
+    finally:
+        logging.disable(logging.NOTSET)
+    assert len(found) >= 5, [o.problems for o in found]
+    assert any("never ended" in p for o in found for p in o.problems)
 
 
 def test_the_explorer_finds_log_entries_over_the_item_limit_without_spilling() -> None:

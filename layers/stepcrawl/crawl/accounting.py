@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Final
 from stepcrawl.crawl.admission import release
 from stepcrawl.crawl.commit import PageCommit
 from stepcrawl.crawl.context import CrawlServices
-from stepcrawl.crawl.cursors import caught_up, partitions_of, settled_at
+from stepcrawl.crawl.cursors import caught_up, partitioned, partitions_of, settled_at
 from stepcrawl.crawl.frontier import clear_backlog
 from stepcrawl.crawl.proposals import proposal_key
 from stepcrawl.crawl.quality_check import judge_task
@@ -248,10 +248,10 @@ def _flip_to_finishing(
     as it is then, or ``None`` if another caller (or a change) came first. With partitions,
     every proposal must be judged first (a round may admit more), and still be when the
     task flips: a round judged, or a re-drive counted, meanwhile stops it."""
-    count = partitions_of(record)
-    if count > 1 and not caught_up(services.table, run, task, record, count):
+    judged = partitioned(record)
+    if judged and not caught_up(services.table, run, task, record, partitions_of(record)):
         return None
-    settled = settled_at(record) if count > 1 else []
+    settled = settled_at(record) if judged else []
     return services.table.update(
         task_key(run, task),
         set={"status": TaskState.FINISHING, "finished_at": now},

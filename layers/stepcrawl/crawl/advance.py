@@ -18,12 +18,14 @@ from dataclasses import dataclass
 from stepcrawl.crawl.accounting import maybe_finish
 from stepcrawl.crawl.budget import drain_backlog, over_budget
 from stepcrawl.crawl.context import CrawlServices
+from stepcrawl.crawl.cursors import partitioned
 from stepcrawl.crawl.fairness import handover_candidates
 from stepcrawl.crawl.frontier import feed_task
 from stepcrawl.crawl.judges import judge_behind
 from stepcrawl.crawl.running import RunningTask
 from stepcrawl.errors import StepcrawlError
 from stepcrawl.pipeline import Pipeline
+from stepcrawl.table_keys import task_key
 
 __all__ = ["Advance", "advance_task"]
 
@@ -53,12 +55,13 @@ def advance_task(
     limit = settings.limits.max_cost_usd
     sent = skipped = 0
     count = settings.limits.seen_partitions
-    if sweep and count > 1:
+    if sweep and _judged(services, run, task, count):
         rounds = judge_behind(services, run, task, count, pipeline=pipeline.name)
         queued = set(queued).union(*(r.shards for r in rounds))
     if limit is not None and over_budget(services, run, task, limit):
         skipped = drain_backlog(services, run, task, count)
-        if skipped and count > 1:  # proposed: judged now, so that the task can finish
+        if skipped and _judged(services, run, task, count):
+            # Proposed: judged now, so that the task can finish.
             judge_behind(services, run, task, count, pipeline=pipeline.name)
     else:
         fed = feed_task(
@@ -77,6 +80,14 @@ def advance_task(
                 _hand_over(services, other)
     finished = maybe_finish(services, run, task, settings.limits.max_error_ratio, pipeline)
     return Advance(sent=sent, skipped=skipped, finished=finished)
+
+
+def _judged(services: CrawlServices, run: str, task: str, count: int) -> bool:
+    """Whether the task's proposals are judged by partitions: it started with ``count`` > 1,
+    or its record says its one log was split as it grew (crawl/partitions.py)."""
+    if count > 1:
+        return True
+    return partitioned(services.table.get(task_key(run, task), consistent=True) or {})
 
 
 def _hand_over(services: CrawlServices, other: RunningTask) -> int:

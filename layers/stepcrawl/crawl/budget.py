@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from stepcrawl.cost.prices import PRICES
-from stepcrawl.crawl.commit import Decision, append
+from stepcrawl.crawl.commit import Decision, LogClosedError, append
 from stepcrawl.crawl.context import CrawlServices
 from stepcrawl.crawl.frontier import chunk_entries
 from stepcrawl.crawl.judging import Proposal
@@ -109,10 +109,7 @@ def _drain_chunk(
     by = f"drain-{shard:03d}-{chunk['sk']}"
     skipped = PageLine(state=UrlState.SKIPPED)
     if partitions > 1:
-        urls = list(dict.fromkeys(entry["u"] for entry in chunk_entries(chunk)))
-        propose(services, run, task, Proposal(by=by, drain=urls))
-        services.table.delete((chunk["pk"], chunk["sk"]))
-        return len(urls)
+        return _propose_drain(services, run, task, by, chunk)
 
     def decide(log: TaskLog, _budget: int | None) -> Decision:
         fps = dict.fromkeys(fingerprint(entry["u"]) for entry in chunk_entries(chunk))
@@ -122,8 +119,22 @@ def _drain_chunk(
             add={"finished": len(waiting), "skipped": len(waiting)},
         )
 
-    log = append(services, run, task, [by], decide)
+    try:
+        log = append(services, run, task, [by], decide)
+    except LogClosedError:  # its one log was split as it grew (crawl/partitions.py)
+        return _propose_drain(services, run, task, by, chunk)
     if log is None:
         return 0  # the task ended meanwhile
     services.table.delete((chunk["pk"], chunk["sk"]))
     return len(log.delta_of(by, services.table, services.blobs).recorded)
+
+
+def _propose_drain(
+    services: CrawlServices, run: str, task: str, by: str, chunk: dict[str, Any]
+) -> int:
+    """Propose the chunk's URLs drained (the judges record those still waiting as skipped),
+    then delete it; how many were proposed."""
+    urls = list(dict.fromkeys(entry["u"] for entry in chunk_entries(chunk)))
+    propose(services, run, task, Proposal(by=by, drain=urls))
+    services.table.delete((chunk["pk"], chunk["sk"]))
+    return len(urls)

@@ -51,6 +51,7 @@ __all__ = [
     "BundleCommit",
     "CommitResult",
     "Decision",
+    "LogClosedError",
     "PageCommit",
     "append",
     "commit_bundles",
@@ -66,6 +67,13 @@ _MAX_CONTENTION = 8
 #: The task record's field holding when a commit last changed the task (epoch seconds).
 PROGRESS_AT: Final = "progress_at"
 _MAX_ROUNDS: Final = 1000  # decisions retried against a moving log before giving up
+
+
+class LogClosedError(Exception):
+    """The log ends with a split (crawl/partitions.py): nothing more is appended to it, its
+    halves judge what is proposed from then on (crawl/proposing.py). A task of one
+    partition splits once its view passes ``CrawlConfig.partition_split_urls``, so a writer
+    that read its log before the split proposes instead."""
 
 
 @dataclass
@@ -136,6 +144,9 @@ class CommitResult:
 
     pages: list[list[PageCommit]]
     fresh: bool
+    #: the bundles not committed because the log was split meanwhile (their indexes): the
+    #: caller proposes them (crawl/proposing.py)
+    closed: list[int] = field(default_factory=list)
 
 
 #: decide(log, budget): ``budget`` is None on the first try, else what the record allows. The
@@ -154,10 +165,11 @@ def append(
     log_name: str | None = None,
 ) -> TaskLog | None:
     """Commit the decision of ``ids`` once; the log, in which each of ``ids`` has its delta
-    (``log.delta_of``), or ``None`` if the task refused. ``before`` runs on each decision
-    before it is written (what must exist once it is committed: its items). ``log_name``
-    names the log appended to when it is not the task's own (a partition's,
-    crawl/judges.py); the counters are always the task record's."""
+    (``log.delta_of``), or ``None`` if the task refused; :class:`LogClosedError` if the log
+    was split before all of ``ids`` were in it. ``before`` runs on each decision before it
+    is written (what must exist once it is committed: its items). ``log_name`` names the
+    log appended to when it is not the task's own (a partition's, crawl/judges.py); the
+    counters are always the task record's."""
     name = log_name or task
     log = services.task_logs.get(run, name)
     budget: int | None = None
@@ -167,6 +179,7 @@ def append(
             log.refresh(services.table, services.blobs)
             if all(log.committed(by) for by in ids):
                 return log
+            _refuse_if_closed(log)
             decision = decide(log, budget)
             seq = log.seq + 1
         if before is not None:
@@ -225,6 +238,13 @@ def append(
     raise RetryableError(f"task {task}: the log moved {_MAX_ROUNDS} times under one commit")
 
 
+def _refuse_if_closed(log: TaskLog) -> None:
+    """:class:`LogClosedError` if ``log`` ends with a split: a writer that read it before
+    the split must not append after it (its halves would never see what it decided)."""
+    if log.closed:
+        raise LogClosedError(log.task)
+
+
 def _checkpoint(services: CrawlServices, run: str, task: str, state: ViewState) -> None:
     """Write the view's checkpoint. It saves cold containers' reads; the commit stands
     without it, so a failure (an S3 error, a grant missing) is logged, not raised: the next
@@ -261,7 +281,8 @@ def commit_bundles(
     spent besides the bundles' own. The recorded pages' items (``PageCommit.rows``) are
     written first, as the part of ``pipeline``'s task the entry names. Returns each bundle's
     recorded pages, each with the children it admitted (in page order); if the task is over,
-    those of the bundles it had committed before (a redelivery) and no others."""
+    or its log was split (``CommitResult.closed``), those of the bundles it had committed
+    before (a redelivery) and no others."""
     ids = [b.bundle_id for b in bundles]
     part = _ItemsPart(services, lambda name: items_part_key(pipeline, run, task, name))
 
@@ -291,7 +312,14 @@ def commit_bundles(
         add = counters(pages, len(admitted), len(new) - len(admitted), spent)
         return part.decided(Decision(delta, add), pages)
 
-    log = append(services, run, task, ids, decide, part.write)
+    closed = False
+    try:
+        log = append(services, run, task, ids, decide, part.write)
+    except LogClosedError:
+        closed = True  # the bundles not in it are proposed by the caller
+        log = services.task_logs.get(run, task)
+        with log.lock:
+            log.refresh(services.table, services.blobs)
     refused = log is None
     if log is None:
         # The task refused the new bundles (it is finishing or over), but those of the batch
@@ -316,7 +344,8 @@ def commit_bundles(
             if refused:  # claimed == finished: its admitted links are recorded already
                 page.children = []
             out[n].append(page)
-    return CommitResult(out, part.committed)
+    late = [n for n, b in enumerate(bundles) if closed and not log.committed(b.bundle_id)]
+    return CommitResult(out, part.committed, late)
 
 
 class _ItemsPart:

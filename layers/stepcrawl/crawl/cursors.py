@@ -24,6 +24,7 @@ __all__ = [
     "followed_field",
     "leaves",
     "partition_nodes",
+    "partitioned",
     "partitions_of",
     "settled_at",
     "split_field",
@@ -48,6 +49,12 @@ def partitions_of(record: Mapping[str, Any]) -> int:
     """How many first partitions the task's seen set is cut into, as its record says (fixed
     when it started: ``limits.seen_partitions``; splits cut them further)."""
     return int(record.get("partitions") or 1)
+
+
+def partitioned(record: Mapping[str, Any]) -> bool:
+    """Whether the task's proposals are judged by partitions (crawl/judges.py): it started
+    with several, or its one log was split as it grew (its commits are proposals since)."""
+    return partitions_of(record) > 1 or split_field(Partition(0, 1)) in record
 
 
 def _key(partition: int | Partition) -> str:

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from stepcrawl.crawl import admission
 from stepcrawl.crawl.accounting import SEED_COMMIT, create_task_record
 from stepcrawl.crawl.advance import advance_task
-from stepcrawl.crawl.commit import Decision, append
+from stepcrawl.crawl.commit import Decision, LogClosedError, append
 from stepcrawl.crawl.context import CrawlServices
 from stepcrawl.crawl.frontier import enqueue
 from stepcrawl.crawl.items import task_items
@@ -143,9 +143,16 @@ def start_crawl(
         with log.lock:
             log.refresh(services.table, services.blobs)
             seeds = [url for url in seeds if not log.recorded(fingerprint(url))]
+    proposed: set[str] = set()
     for n, start in enumerate(range(0, len(rest), SEED_CHUNK), start=2):
-        _admit_seeds(services, run, task.id, f"{SEED_COMMIT}-{n}", rest[start : start + SEED_CHUNK])
-    queued = enqueue(services, run, task.id, seed_refs(seeds, kinds), SEED_COMMIT)
+        chunk = rest[start : start + SEED_CHUNK]
+        if not _admit_seeds(services, run, task.id, f"{SEED_COMMIT}-{n}", seed_refs(chunk, kinds)):
+            proposed.update(chunk)
+    unjudged = [url for url in seeds if url not in proposed]
+    queued = enqueue(services, run, task.id, seed_refs(unjudged, kinds), SEED_COMMIT)
+    if proposed:  # the judges admit and queue those (crawl/partitions.py)
+        rounds = judge_behind(services, run, task.id, 1, pipeline=pipeline.name)
+        queued |= set().union(*(r.shards for r in rounds))
     advance_task(services, pipeline, run, task.id, queued=queued)
 
 
@@ -171,13 +178,21 @@ def _started_partitioned(
     advance_task(services, pipeline, run, task, queued=queued)
 
 
-def _admit_seeds(services: CrawlServices, run: str, task: str, by: str, urls: list[str]) -> None:
+def _admit_seeds(services: CrawlServices, run: str, task: str, by: str, refs: list[UrlRef]) -> bool:
+    """Admit a chunk of seeds in the task's log; ``False`` if the log was split as the task
+    grew (crawl/partitions.py): the chunk is proposed instead, for the judges to admit."""
+
     def decide(log: TaskLog, _budget: int | None) -> Decision:
-        fps = dict.fromkeys(fingerprint(url) for url in urls)
+        fps = dict.fromkeys(fingerprint(ref.url) for ref in refs)
         new = [fp for fp in fps if not log.seen(fp)]
         return Decision(Delta(by=by, admitted=new), {"claimed": len(new), "budget": -len(new)})
 
-    append(services, run, task, [by], decide)
+    try:
+        append(services, run, task, [by], decide)
+    except LogClosedError:
+        propose(services, run, task, Proposal(by=by, seeds=refs))
+        return False
+    return True
 
 
 def _seed_urls(

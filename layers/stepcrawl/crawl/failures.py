@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from stepcrawl.crawl.accounting import mark_running
-from stepcrawl.crawl.commit import Decision, append
+from stepcrawl.crawl.commit import Decision, LogClosedError, append
 from stepcrawl.crawl.context import CrawlServices
 from stepcrawl.crawl.cursors import REOPENS
 from stepcrawl.crawl.frontier import REDRIVE_CHUNK, enqueue, feed_task
@@ -114,7 +114,13 @@ def redrive(services: CrawlServices, run: str, failures: Iterable[Failure]) -> i
                 services, pipelines[task_id], run, task_id, (task_failures, by), count
             )
             continue
-        pending = _reopen(services, run, task_id, task_failures, by)
+        try:
+            pending = _reopen(services, run, task_id, task_failures, by)
+        except LogClosedError:  # its one log was split as it grew (crawl/partitions.py)
+            moved += _redrive_partitioned(
+                services, pipelines[task_id], run, task_id, (task_failures, by), 1
+            )
+            continue
         if not pending:
             continue
         pipeline = pipelines[task_id]
@@ -218,6 +224,8 @@ def _reopen(
     log = services.task_logs.get(run, task)
     with log.lock:
         log.refresh(services.table, services.blobs)
+        if log.closed:  # split: what it says of a URL may be its half's to say now
+            raise LogClosedError(task)
         failed = any(log.failed(fingerprint(f.url)) for f in failures)
     if failed and append(services, run, task, [by], decide) is None:
         return []  # the task is finishing: try again once it has finished

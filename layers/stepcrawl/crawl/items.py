@@ -20,8 +20,8 @@ import json
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from stepcrawl.crawl.cursors import partition_nodes, partitions_of, split_field
-from stepcrawl.crawl.log_reads import log_entries, named_entries
+from stepcrawl.crawl.cursors import partition_nodes, partitioned, partitions_of, split_field
+from stepcrawl.crawl.log_reads import named_entries
 from stepcrawl.crawl.partitions import Partition
 from stepcrawl.crawl.paths import items_part_key, items_prefix
 from stepcrawl.crawl.proposals import proposal_key
@@ -41,12 +41,14 @@ def iter_task_items(
     """Items of a crawl task, streamed part by part, in the order the log recorded them
     (with partitions: in the order of the proposals they were recorded from)."""
     record = table.get(task_key(run, task), consistent=True) or {}
-    if partitions_of(record) > 1:
+    if partitions_of(record) == 1:
+        # The task's one log: its commits name their parts, and then, if it was split as it
+        # grew (crawl/partitions.py), its halves' rounds name proposals after it.
+        for entry in named_entries(table, run, task):
+            if part := entry.get("p"):
+                yield from _rows(blobs, items_part_key(pipeline, run, task, str(part)))
+    if partitioned(record):
         yield from _partitioned_items(table, blobs, pipeline, run, task, record)
-        return
-    for entry in log_entries(table, run, task, 1):
-        if part := entry.get("p"):
-            yield from _rows(blobs, items_part_key(pipeline, run, task, str(part)))
 
 
 def _rows(blobs: BlobStore, key: str, keep: set[int] | None = None) -> Iterator[dict[str, Any]]:

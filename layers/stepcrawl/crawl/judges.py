@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from stepcrawl.crawl.accounting import failure_record
-from stepcrawl.crawl.commit import Decision, append
+from stepcrawl.crawl.commit import Decision, LogClosedError, append
 from stepcrawl.crawl.context import CrawlServices
 from stepcrawl.crawl.cursors import (
     MARKS,
@@ -57,7 +57,7 @@ from stepcrawl.names import (
     METRIC_PAGES_RECORDED,
     METRIC_PAGES_UNCHANGED,
 )
-from stepcrawl.storage import All, AnyOf, Cond
+from stepcrawl.storage import All, AnyOf, Cond, Condition
 from stepcrawl.table_keys import failure_key, task_key
 from stepcrawl.telemetry.catalogue import failure_class
 
@@ -158,8 +158,8 @@ def judge_round(
             return None
         try:
             return _round(services, where, cursor, proposals)
-        except _MovedError:
-            continue
+        except (_MovedError, LogClosedError):
+            continue  # read again: a closed log ends the loop above
     raise RetryableError(f"task {task}: partition {part.key} moved {_MAX_MOVES} times")
 
 
@@ -214,8 +214,8 @@ def split_off(services: CrawlServices, run: str, task: str, part: Partition) -> 
     start = {f(half): cursor for half in part.children() for f in (cursor_field, followed_field)}
     condition = All(
         (
-            Cond(cursor_field(part), "eq", cursor),
-            Cond(followed_field(part), "eq", cursor),
+            _at(cursor_field(part), cursor),
+            _at(followed_field(part), cursor),
             Cond(split_field(part), "not_exists"),
         )
     )
@@ -228,7 +228,7 @@ def split_off(services: CrawlServices, run: str, task: str, part: Partition) -> 
 
     try:
         log = append(services, run, task, [part.split_id()], decide, log_name=part.log(task))
-    except _MovedError:
+    except (_MovedError, LogClosedError):
         return False
     if log is None:
         return False
@@ -256,6 +256,13 @@ def _count_round(
     )
     for cls, count in failed.items():
         services.metric(METRIC_PAGES_FAILED, count, pipeline=pipeline, task=task, **{"class": cls})
+
+
+def _at(field: str, cursor: int) -> Condition:
+    """The task record's ``field`` (a cursor or a mark) at ``cursor``: absent is 0 (a task
+    of one partition, committed inline, has neither)."""
+    at = Cond(field, "eq", cursor)
+    return AnyOf((Cond(field, "not_exists"), at)) if cursor == 0 else at
 
 
 def _moved(log: TaskLog, cursor: int) -> bool:

@@ -41,7 +41,9 @@ from stepcrawl.crawl.commit import BundleCommit, PageCommit, commit_bundles
 from stepcrawl.crawl.context import CrawlServices
 from stepcrawl.crawl.frontier import enqueue
 from stepcrawl.crawl.incremental import revisit, settle, write_states
+from stepcrawl.crawl.judges import split_off
 from stepcrawl.crawl.messages import PageEnvelope, ParseBundle, UrlRef
+from stepcrawl.crawl.partitions import Partition
 from stepcrawl.crawl.proposing import judge_proposed, partitions, propose_pages_of
 from stepcrawl.crawl.sitemaps import read_document
 from stepcrawl.errors import FatalError
@@ -151,7 +153,8 @@ def _commit_tasks(
 ) -> list[list[Committed]]:
     """Commit each task's bundles of the invocation: the groups committed whole, whose
     follow-ups the caller does; a task whose seen set is cut into partitions proposes
-    instead, and is advanced here (its judges did the follow-ups)."""
+    instead, and is advanced here (its judges did the follow-ups), as do the bundles of a
+    task whose one log was split since (crawl/partitions.py)."""
     groups: list[list[Committed]] = []
     proposed: list[tuple[Pipeline, str, str, set[int]]] = []
     for (run, task), members in tasks.items():
@@ -160,8 +163,13 @@ def _commit_tasks(
             if (count := partitions(pipeline, task)) > 1:
                 shards = _propose_task(services, run, task, count, members, outcomes)
                 proposed.append((pipeline, run, task, shards))
-            else:
-                groups.append(_commit_task(services, run, task, members, outcomes))
+                continue
+            group, late = _commit_task(services, run, task, members, outcomes)
+            if group:
+                groups.append(group)
+            if late:
+                shards = _propose_task(services, run, task, count, late, outcomes)
+                proposed.append((pipeline, run, task, shards))
         except Exception as error:
             logger.exception("commit of %d bundles of task %s failed", len(members), task)
             outcomes.update(dict.fromkeys((n for n, _ in members), error))
@@ -176,8 +184,11 @@ def _commit_task(
     task: str,
     members: Sequence[tuple[int, _Extracted]],
     outcomes: dict[int, int | BaseException],
-) -> list[Committed]:
-    """Commit one task's bundles of the invocation; count them if this was their commit."""
+) -> tuple[list[Committed], list[tuple[int, _Extracted]]]:
+    """Commit one task's bundles of the invocation; count them if this was their commit.
+    The committed, and the bundles its log refused because it was split meanwhile (to be
+    proposed). A commit that leaves the log past ``CrawlConfig.partition_split_urls`` URLs
+    splits it (crawl/partitions.py): the task's pages are proposed from then on."""
     # What each page found, before its commit keeps only the links it admitted.
     found = {id(p): len(p.children) for _, e in members for p in e.pages}
     commits = [
@@ -188,14 +199,29 @@ def _commit_task(
         pipeline = members[0][1].pipeline.name
         committed = commit_bundles(services, run, task, commits, invocation, pipeline=pipeline)
     group = []
-    for (n, e), pages in zip(members, committed.pages, strict=True):
+    late = [members[m] for m in committed.closed]
+    for m, ((n, e), pages) in enumerate(zip(members, committed.pages, strict=True)):
+        if m in committed.closed:
+            continue
         items = [row for p in pages for row in p.rows]
         group.append(Committed(e.bundle, e.pipeline, pages, items))
         outcomes[n] = len(pages)
     if committed.fresh:  # a redelivery's pages were counted when they were committed
         spent = sum((c.usage for c in commits), invocation)
         _count_commit(services, [e for _, e in members], group, found, spent)
-    return group
+        _split_if_grown(services, members[0][1].pipeline, run, task)
+    return group, late
+
+
+def _split_if_grown(services: CrawlServices, pipeline: Pipeline, run: str, task: str) -> None:
+    """Split the task's one log once its view passes ``CrawlConfig.partition_split_urls``
+    URLs (crawl/partitions.py), unless it is incremental (its page states are the commits'
+    to write: the judges do not)."""
+    crawl = pipeline.task(task)
+    if isinstance(crawl, CrawlTask) and crawl.incremental:
+        return
+    if len(services.task_logs.get(run, task).urls) > services.config.partition_split_urls:
+        split_off(services, run, task, Partition(0, 1))
 
 
 def _propose_task(

@@ -119,9 +119,9 @@ class Limits(Strict):
         le=256,
         description="Parts the task's set of seen URLs is cut into at its start, each judged "
         "on its own (docs/architecture.md, 'Flat state'): 1 keeps it whole in every parse "
-        "container, right up to a few million URLs; 2 or more keeps what a container holds "
-        "flat at any size, since a part splits in two once it holds a million URLs (more "
-        "parts from the start spread the judging wider).",
+        "container until it holds a million URLs, then cuts it in two; a part splits in two "
+        "once it holds a million URLs, so what a container holds stays flat at any size "
+        "(more parts from the start spread the judging wider; incremental tasks keep 1).",
     )
 
 
