@@ -192,13 +192,15 @@ def test_the_explorer_finds_a_round_judged_on_a_partition_split_under_it(
     closed the partition, finds the cursor where it read it: unless the closed log counts as
     moved (``judges._moved``), it judges on the closed log and its halves judge the same
     proposals again. Found by the splitting configuration in seeds 26, 63 and 98 of 0-149
-    (before ``append`` refused a closed log too: both are taken out here)."""
+    when it was fixed; in seed 98 of them since a split writes its halves' first entries
+    (the schedules' writes changed). ``append`` refuses a closed log too: both are taken out
+    here."""
     monkeypatch.setattr(judges, "_moved", lambda log, cursor: log.thru != cursor)
     monkeypatch.setattr(commit, "_refuse_if_closed", lambda log: None)
     logging.disable(logging.WARNING)
     try:
         settings = SETTINGS["two partitions, splitting"]
-        found = {s: explore(s, SimSite(), settings).problems for s in (26, 63, 98)}
+        found = {s: explore(s, SimSite(), settings).problems for s in (98,)}
     finally:
         logging.disable(logging.NOTSET)
     assert all(found.values()), found

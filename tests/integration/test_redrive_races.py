@@ -17,7 +17,9 @@ import pytest
 from tests.helpers.http import SiteHandler
 
 from stepcrawl.crawl.context import CrawlConfig
-from stepcrawl.crawl.failures import list_failures, redrive
+from stepcrawl.crawl.failures import _reopen, list_failures, redrive
+from stepcrawl.crawl.judges import split_off
+from stepcrawl.crawl.partitions import Partition
 from stepcrawl.pipeline import Pipeline
 from stepcrawl.table_keys import task_key
 from stepcrawl.testing import MemoryRunner
@@ -100,3 +102,20 @@ def test_two_redrives_in_one_second_lose_no_url(gone: str, partitions: int) -> N
         runner.drain("crawl")
         assert _finished(runner) == ("succeeded", 4, 4)
         assert len(list_failures(runner.table, runner.run_id)) == 3
+
+
+def test_a_redrive_that_died_before_queueing_is_completed_after_the_log_split(gone: str) -> None:
+    """A re-drive of a task's one log re-opened a URL and died before queueing it (its
+    failure record still listed); then the log split as it grew (crawl/partitions.py), so
+    its halves hold the URL waiting, not failed. Re-driving it again queues it: the task
+    ends, nothing lost (a review found the re-drive's proposal re-opening nothing there)."""
+    with MemoryRunner(_pipeline(gone), config=CrawlConfig(shards=1)) as runner:
+        assert runner.run() == ["crawl"]
+        failures = list_failures(runner.table, runner.run_id)
+        assert _reopen(runner.services, runner.run_id, "crawl", failures[:1], "redrive-dead")
+        assert _finished(runner) == ("running", 4, 3)
+        assert split_off(runner.services, runner.run_id, "crawl", Partition(0, 1))
+        assert redrive(runner.services, runner.run_id, failures[:1]) == 1
+        runner.drain("crawl")
+        assert _finished(runner) == ("succeeded", 4, 4)
+        assert len(list_failures(runner.table, runner.run_id)) == 3  # 404 again

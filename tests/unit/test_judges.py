@@ -7,13 +7,13 @@ import random
 from typing import Any
 
 import pytest
-from tests.helpers.tasklog import memory_services, put_task_record
+from tests.helpers.tasklog import log_failed_url, memory_services, put_task_record
 
-from stepcrawl.crawl import judges
+from stepcrawl.crawl import accounting, judges
 from stepcrawl.crawl import proposals as proposals_module
 from stepcrawl.crawl.commit import Decision, PageCommit, append
 from stepcrawl.crawl.context import CrawlConfig, CrawlServices
-from stepcrawl.crawl.cursors import leaves
+from stepcrawl.crawl.cursors import REOPENS, leaves
 from stepcrawl.crawl.frontier import chunk_entries
 from stepcrawl.crawl.judging import Proposal
 from stepcrawl.crawl.log_reads import recorded_lines, url_states
@@ -493,3 +493,20 @@ def test_a_crawl_through_proposals_and_judges_records_every_url_once(
     expected = {fingerprint(f"{SITE}{p}"): "failed" if p.endswith("5") else "done" for p in site}
     assert url_states(table, "r", "t", services.blobs) == expected
     assert (int(record.get("splits", 0)) > 0) == (split_urls is not None)
+
+
+def test_a_finish_that_read_a_task_log_before_it_split_fails() -> None:
+    """A task of one log: the finisher reads its record (claimed == finished), then the log
+    splits and a re-drive proposes a re-opening and counts it. The finish must fail: the
+    proposal is not judged (its record, read unsplit, had no counts to condition on)."""
+    url = f"{SITE}/x"
+    services = memory_services(config=CrawlConfig(partition_split_urls=2))
+    counters = {"claimed": 1, "finished": 1, "ok": 0, "failed": 1, "items": 0, "skipped": 0}
+    put_task_record(services.table, "r", "t", {"status": "running", "budget": 100, **counters})
+    log_failed_url(services.table, "r", "t", url)
+    read = _record(services)  # the finisher's read, before the split
+    assert judges.split_off(services, "r", "t", Partition(0, 1))
+    _propose(services, Proposal("redrive-2", reopen=[UrlRef(url=url, redrive="redrive-2")]))
+    services.table.update(task_key("r", "t"), add={REOPENS: 1})
+    assert accounting._flip_to_finishing(services, "r", "t", read, 1.0) is None
+    assert _record(services)["status"] == "running"

@@ -19,8 +19,15 @@ from typing import TYPE_CHECKING, Any, Final
 from stepcrawl.crawl.admission import release
 from stepcrawl.crawl.commit import PageCommit
 from stepcrawl.crawl.context import CrawlServices
-from stepcrawl.crawl.cursors import caught_up, partitioned, partitions_of, settled_at
+from stepcrawl.crawl.cursors import (
+    caught_up,
+    partitioned,
+    partitions_of,
+    settled_at,
+    split_field,
+)
 from stepcrawl.crawl.frontier import clear_backlog
+from stepcrawl.crawl.partitions import Partition
 from stepcrawl.crawl.proposals import proposal_key
 from stepcrawl.crawl.quality_check import judge_task
 from stepcrawl.crawl.states import TaskState
@@ -251,7 +258,9 @@ def _flip_to_finishing(
     judged = partitioned(record)
     if judged and not caught_up(services.table, run, task, record, partitions_of(record)):
         return None
-    settled = settled_at(record) if judged else []
+    # A task of one log read unsplit must still be: split after the read, a re-drive's
+    # proposal to its halves would not change the counters this flip is conditioned on.
+    settled = settled_at(record) if judged else [Cond(split_field(Partition(0, 1)), "not_exists")]
     return services.table.update(
         task_key(run, task),
         set={"status": TaskState.FINISHING, "finished_at": now},

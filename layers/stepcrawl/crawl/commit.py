@@ -133,6 +133,8 @@ class Decision:
     add: dict[str, Any]
     set: dict[str, Any] = field(default_factory=dict)
     condition: Condition | None = None
+    #: other writes of the same transaction (a split's first entries of its halves' logs)
+    also: list[Write] = field(default_factory=list)
     committed: bool = False  # set by :func:`append` once this decision is in the log
 
 
@@ -207,6 +209,7 @@ def append(
                         add=decision.add,
                         condition=condition,
                     ),
+                    *decision.also,
                 ]
             )
         except TransactionConflict as conflict:

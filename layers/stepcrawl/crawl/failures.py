@@ -19,7 +19,7 @@ from typing import Any
 from stepcrawl.crawl.accounting import mark_running
 from stepcrawl.crawl.commit import Decision, LogClosedError, append
 from stepcrawl.crawl.context import CrawlServices
-from stepcrawl.crawl.cursors import REOPENS
+from stepcrawl.crawl.cursors import REOPENS, leaves
 from stepcrawl.crawl.frontier import REDRIVE_CHUNK, enqueue, feed_task
 from stepcrawl.crawl.judges import judge_behind
 from stepcrawl.crawl.judging import Proposal
@@ -117,9 +117,12 @@ def redrive(services: CrawlServices, run: str, failures: Iterable[Failure]) -> i
         try:
             pending = _reopen(services, run, task_id, task_failures, by)
         except LogClosedError:  # its one log was split as it grew (crawl/partitions.py)
-            moved += _redrive_partitioned(
-                services, pipelines[task_id], run, task_id, (task_failures, by), 1
-            )
+            pipeline = pipelines[task_id]
+            queued = _requeue_reopened(services, pipeline, run, task_id, task_failures, by)
+            rest = [f for f in task_failures if f not in queued]
+            moved += len(queued)
+            if rest:
+                moved += _redrive_partitioned(services, pipeline, run, task_id, (rest, by), 1)
             continue
         if not pending:
             continue
@@ -177,6 +180,43 @@ def _redrive_partitioned(
     listed = services.table.batch_get(keys, consistent=True)
     _feed(services, pipeline, run, task)
     return sum(key not in listed for key in keys)
+
+
+def _requeue_reopened(
+    services: CrawlServices,
+    pipeline: Pipeline,
+    run: str,
+    task: str,
+    failures: list[Failure],
+    by: str,
+) -> list[Failure]:
+    """The failures a re-drive of the task's one log re-opened and stopped before queueing
+    (their records still listed), before the log split: its halves hold them waiting, not
+    failed, so a re-drive's proposal would not re-open them. Queue those still waiting in
+    their partitions' views, as the one log's re-drive would have, and delete their
+    records; the failures queued."""
+    keys = [failure_key(run, task, f.url) for f in failures]
+    listed = services.table.batch_get(keys, consistent=True)
+    parts = leaves(services.table.get(task_key(run, task), consistent=True) or {})
+    waiting = []
+    for failure, key in zip(failures, keys, strict=True):
+        fp = fingerprint(failure.url)
+        if key not in listed:
+            continue
+        view = services.task_logs.get(run, next(p for p in parts if p.holds(fp)).log(task))
+        with view.lock:
+            view.refresh(services.table, services.blobs)
+            if view.unrecorded(fp):
+                waiting.append(failure)
+    if waiting:
+        mark_running(
+            services, run=run, task=task, pipeline=pipeline.name, version=pipeline.version_hash()
+        )
+        enqueue(services, run, task, _refs(waiting, by), by)
+        for failure in waiting:
+            services.table.delete(failure_key(run, task, failure.url))
+        _feed(services, pipeline, run, task)
+    return waiting
 
 
 def _refs(failures: list[Failure], by: str) -> list[UrlRef]:

@@ -91,17 +91,23 @@ def _partitioned_items(
     cursor, so a proposal is read as soon as no partition judged now can still record a
     copy from it: what the reader holds is the copies of the proposals between the
     partitions' cursors, not the task's."""
-    nodes = list(partition_nodes(record))
-    starts = {node: _start(record, node) for node, _ in nodes}
-    reached = {node: starts[node] for node, leaf in nodes if leaf}  # as far as merged
+    # A task's one log, split as it grew, records from no proposal: its parts are read
+    # before (iter_task_items).
+    one_log = partitions_of(record) == 1
+    nodes = [node for node, _ in partition_nodes(record) if not (one_log and node.depth == 0)]
+    # Each partition's rounds as far as merged, from where it starts; a split one's until
+    # the cursor it split at, after which it records nothing more.
+    reached = {node: _start(record, node) for node in nodes}
+    ends = {node: int(record[split_field(node)]) for node in nodes if split_field(node) in record}
     wanted: dict[int, set[int]] = {}
-    rounds = [_copies(table, blobs, run, task, node, starts[node]) for node, _ in nodes]
+    rounds = [_copies(table, blobs, run, task, node, reached[node]) for node in nodes]
     for end, node, found in heapq.merge(*rounds, key=lambda r: r[0]):
-        if node in reached:
-            reached[node] = end
+        reached[node] = end
         for seq, fps in found.items():
             wanted.setdefault(seq, set()).update(fps)
-        yield from _read_wanted(table, blobs, pipeline, run, task, wanted, min(reached.values()))
+        open_ = [at for n, at in reached.items() if n not in ends or at < ends[n]]
+        through = min(open_) if open_ else None
+        yield from _read_wanted(table, blobs, pipeline, run, task, wanted, through)
     yield from _read_wanted(table, blobs, pipeline, run, task, wanted, None)
 
 

@@ -24,12 +24,14 @@ configuration of proposals and judges (tests/helpers/judge_explorer.py) found th
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 from stepcrawl.crawl.accounting import failure_record
+from stepcrawl.crawl.checkpoints import write_checkpoint
 from stepcrawl.crawl.commit import Decision, LogClosedError, append
 from stepcrawl.crawl.context import CrawlServices
 from stepcrawl.crawl.cursors import (
@@ -49,7 +51,7 @@ from stepcrawl.crawl.partitions import MAX_DEPTH, Partition
 from stepcrawl.crawl.proposals import read_proposals
 from stepcrawl.crawl.states import UrlState
 from stepcrawl.crawl.tasklog import Delta, TaskLog, fingerprint, next_deltas
-from stepcrawl.errors import RetryableError
+from stepcrawl.errors import RetryableError, StepcrawlError
 from stepcrawl.names import (
     METRIC_ITEMS,
     METRIC_LINKS_ADMITTED,
@@ -57,8 +59,8 @@ from stepcrawl.names import (
     METRIC_PAGES_RECORDED,
     METRIC_PAGES_UNCHANGED,
 )
-from stepcrawl.storage import All, AnyOf, Cond, Condition
-from stepcrawl.table_keys import failure_key, task_key
+from stepcrawl.storage import All, AnyOf, Cond, Condition, Write
+from stepcrawl.table_keys import failure_key, log_key, task_key
 from stepcrawl.telemetry.catalogue import failure_class
 
 __all__ = [
@@ -71,6 +73,8 @@ __all__ = [
     "judge_round",
     "split_off",
 ]
+
+logger = logging.getLogger("stepcrawl.judges")
 
 #: Proposals one round reads at most (a batched read takes 100 keys); the stored bytes, and
 #: the URLs kept once decoded (its partition's pages and links: ~1.7 KB each as objects),
@@ -220,11 +224,20 @@ def split_off(services: CrawlServices, run: str, task: str, part: Partition) -> 
         )
     )
 
+    # Each half's log starts with an entry of its own, so that its first checkpoint (below)
+    # is one of its log's sequences, named and deleted as every other.
+    births = [(half, Delta(by=f"born-{half.key}", thru=cursor)) for half in part.children()]
+    now = services.clock()
+    born = [
+        Write("put", log_key(run, name, 1), item=d.item(run, name, 1, now), condition=absent)
+        for name, d, absent in ((h.log(task), d, Cond("pk", "not_exists")) for h, d in births)
+    ]
+
     def decide(log: TaskLog, _budget: int | None) -> Decision:
         if _moved(log, cursor):
             raise _MovedError
         split = {split_field(part): cursor, **start}
-        return Decision(Delta(by=part.split_id(), thru=cursor), {SPLITS: 1}, split, condition)
+        return Decision(Delta(by=part.split_id(), thru=cursor), {SPLITS: 1}, split, condition, born)
 
     try:
         log = append(services, run, task, [part.split_id()], decide, log_name=part.log(task))
@@ -232,9 +245,38 @@ def split_off(services: CrawlServices, run: str, task: str, part: Partition) -> 
         return False
     if log is None:
         return False
-    # The closed view is no use to anyone; each half reads its share when it is judged.
+    _checkpoint_halves(services, run, task, log, births)
+    # The closed view is no use to anyone: each half reads its checkpoint when judged.
     services.task_logs.forget(run, part.log(task))
+    # Its cursor and mark are no longer read (its halves' are): the record stays smaller.
+    services.table.update(
+        task_key(run, task),
+        remove=[cursor_field(part), followed_field(part)],
+        condition=Cond(split_field(part), "exists"),
+    )
     return True
+
+
+def _checkpoint_halves(
+    services: CrawlServices,
+    run: str,
+    task: str,
+    parent: TaskLog,
+    births: list[tuple[Partition, Delta]],
+) -> None:
+    """Checkpoint each half at its first entry, from the closed parent's view this container
+    holds, one half at a time: a cold half then reads its own share, not its parent's
+    view (nor, if it splits before its next checkpoint, its grandparent's). A failure is
+    logged: a half without a checkpoint reads its parent's view instead."""
+    for half, birth in births:
+        name = half.log(task)
+        with parent.lock:
+            view = TaskLog(run, name).adopt(parent.half_state(half))
+        view.apply(birth)
+        try:
+            write_checkpoint(services.table, services.blobs, run, name, view.view_state())
+        except StepcrawlError as failed:
+            logger.warning("log %s: no first checkpoint: %s", name, failed)
 
 
 def _count_round(

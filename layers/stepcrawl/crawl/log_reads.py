@@ -24,9 +24,8 @@ def log_entries(table: Table, run: str, task: str, partitions: int | None = None
     state's ``partitions`` (crawl/judges.py; ``None``: as many as the task record says),
     every partition's log, one after the other, a split one's before its halves' (a URL is
     in one partition at a time, so what is said of it is in order)."""
-    record: Mapping[str, object] = {}
-    if partitions is None or partitions > 1:
-        record = table.get(task_key(run, task), consistent=True) or {}
+    # The record says how the partitions split (a task's one log too, as it grew).
+    record: Mapping[str, object] = table.get(task_key(run, task), consistent=True) or {}
     if partitions is not None:
         record = {**record, "partitions": partitions}
     for node, _ in partition_nodes(record):

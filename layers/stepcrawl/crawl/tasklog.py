@@ -460,18 +460,29 @@ class TaskLog:
         parent = TaskLog(self.run, parent_log).refresh(table, blobs)
         if not parent.closed:
             raise FatalError(f"log {self.task}: its parent {parent_log} was never split")
+        self._adopt(parent.half_state(part))
+
+    def half_state(self, part: Partition) -> ViewState:
+        """The first state of ``part``, a half of this closed view's partition: its share of
+        the URLs, the data profile's counts and sample if it is the first half (so the halves
+        sum to the parent), no commits, the cursor of the split. Its maps are new: the one
+        this view holds stays as it is."""
         first = part.index % 2 == 0
-        self._adopt(
-            ViewState(
-                seq=0,
-                urls=FingerprintMap(kv for kv in parent.urls.items() if part.holds(kv[0])),
-                commits=FingerprintMap(),
-                quality=Counter(parent.quality) if first else Counter(),
-                sample_parts=[name for _, name in parent.sample_parts] if first else [],
-                parts=parent.parts if first else 0,
-                thru=parent.thru,
-            )
+        return ViewState(
+            seq=0,
+            urls=FingerprintMap(kv for kv in self.urls.items() if part.holds(kv[0])),
+            commits=FingerprintMap(),
+            quality=Counter(self.quality) if first else Counter(),
+            sample_parts=[name for _, name in self.sample_parts] if first else [],
+            parts=self.parts if first else 0,
+            thru=self.thru,
         )
+
+    def adopt(self, state: ViewState) -> TaskLog:
+        """Start this (new) view from ``state``, as from a checkpoint; itself."""
+        self._adopt(state)
+        self.cold = False
+        return self
 
     def _catch_up(self, table: Table, blobs: BlobStore, *, cold: bool) -> tuple[int, bool]:
         """A view far behind: a cold one from the task's checkpoint (a warm one would hold
