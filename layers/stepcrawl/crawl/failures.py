@@ -124,21 +124,32 @@ def redrive(services: CrawlServices, run: str, failures: Iterable[Failure]) -> i
             if rest:
                 moved += _redrive_partitioned(services, pipeline, run, task_id, (rest, by), 1)
             continue
-        if not pending:
-            continue
-        pipeline = pipelines[task_id]
-        # On the sweep's list before the failure records go: a re-drive that dies after
-        # deleting them leaves a running task the sweep feeds (a re-run could not tell what
-        # to queue), one that dies before leaves the records for its re-run.
-        mark_running(
-            services, run=run, task=task_id, pipeline=pipeline.name, version=pipeline.version_hash()
-        )
-        enqueue(services, run, task_id, _refs(pending, by), by)
-        for failure in pending:
-            services.table.delete(failure_key(run, task_id, failure.url))
-        _feed(services, pipeline, run, task_id)
+        _queue_again(services, pipelines[task_id], run, task_id, pending, by)
         moved += len(pending)
     return moved
+
+
+def _queue_again(
+    services: CrawlServices,
+    pipeline: Pipeline,
+    run: str,
+    task: str,
+    failures: list[Failure],
+    by: str,
+) -> None:
+    """Queue re-opened failures under re-drive ``by``, then delete their records. On the
+    sweep's list before the records go: a re-drive that dies after deleting them leaves a
+    running task the sweep feeds (a re-run could not tell what to queue), one that dies
+    before leaves the records for its re-run."""
+    if not failures:
+        return
+    mark_running(
+        services, run=run, task=task, pipeline=pipeline.name, version=pipeline.version_hash()
+    )
+    enqueue(services, run, task, _refs(failures, by), by)
+    for failure in failures:
+        services.table.delete(failure_key(run, task, failure.url))
+    _feed(services, pipeline, run, task)
 
 
 def _redrive_partitioned(
@@ -208,14 +219,7 @@ def _requeue_reopened(
             view.refresh(services.table, services.blobs)
             if view.unrecorded(fp):
                 waiting.append(failure)
-    if waiting:
-        mark_running(
-            services, run=run, task=task, pipeline=pipeline.name, version=pipeline.version_hash()
-        )
-        enqueue(services, run, task, _refs(waiting, by), by)
-        for failure in waiting:
-            services.table.delete(failure_key(run, task, failure.url))
-        _feed(services, pipeline, run, task)
+    _queue_again(services, pipeline, run, task, waiting, by)
     return waiting
 
 
