@@ -10,8 +10,10 @@ from tests.helpers.tasklog import memory_services
 from stepcrawl.crawl.accounting import create_task_record
 from stepcrawl.crawl.commit import BundleCommit, Decision, PageCommit, append, commit_bundles
 from stepcrawl.crawl.context import CrawlServices
+from stepcrawl.crawl.judges import split_off
 from stepcrawl.crawl.log_reads import recorded_lines, url_states
 from stepcrawl.crawl.messages import UrlRef
+from stepcrawl.crawl.partitions import Partition
 from stepcrawl.crawl.task_views import TaskLogs
 from stepcrawl.crawl.tasklog import (
     Delta,
@@ -305,3 +307,33 @@ def test_a_view_keeps_its_recent_deltas_within_a_bound_of_urls() -> None:
     assert view.recent_urls == sum(d.urls() for d in view.recent.values()) < 100_000
     view.apply(Delta(by="one", admitted=[10**9]))
     assert list(view.recent) == [3, 4, 5]
+
+
+def test_a_log_split_under_a_commit_sends_its_new_bundles_to_be_proposed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A task's one log split as it grew (crawl/partitions.py): a commit of new bundles
+    appends nothing and names them to be proposed; a container that found the log closed
+    routes the next ones without reading its view again, while a redelivered bundle
+    committed before the split is still followed up from the log."""
+    s = started()
+    (first,) = commit_bundles(s, RUN, TASK, [BundleCommit("b1", [page(HOME, HOME + "a")])]).pages
+    assert [c.url for p in first for c in p.children] == [HOME + "a"]
+    assert split_off(s, RUN, TASK, Partition(0, 1))
+    fresh = commit_bundles(s, RUN, TASK, [BundleCommit("b2", [page(HOME + "a", HOME + "b")])])
+    assert (fresh.closed, fresh.pages, fresh.fresh) == ([0], [[]], False)
+    assert s.task_logs.closed(RUN, TASK) is not None
+    seq = TaskLog(RUN, TASK).refresh(s.table, s.blobs).seq
+
+    def no_read(*args: Any) -> Any:
+        raise AssertionError("the closed log's view was read")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(TaskLog, "refresh", no_read)
+        again = commit_bundles(s, RUN, TASK, [BundleCommit("b3", [page(HOME + "b")])])
+    assert again.closed == [0]
+    # b1 again (SQS redelivered it): committed before the split, its follow-ups are redone.
+    redelivered = commit_bundles(s, RUN, TASK, [BundleCommit("b1", [page(HOME, HOME + "a")])])
+    assert redelivered.closed == []
+    assert [c.url for p in redelivered.pages[0] for c in p.children] == [HOME + "a"]
+    assert TaskLog(RUN, TASK).refresh(s.table, s.blobs).seq == seq  # nothing appended

@@ -21,7 +21,7 @@ differently, so a reader never mixes two writers' parts), and a checkpoint is as
 log it replaces. The pointer keeps the checkpoint before it; the one before that is deleted
 when the pointer moves, so a reader one checkpoint behind still finds its parts, and a reader
 that finds a part gone (or not matching its digest) reads the pointer again, or falls back to
-the log, which is kept whole (:data:`~stepcrawl.crawl.tasklog.LOG_TTL`).
+the log, which is kept whole (:data:`~stepcrawl.crawl.deltas.LOG_TTL`).
 
 A writer that dies between its head and the pointer leaves a checkpoint nothing names. Its
 sequence is a round one the pointer then skips (it moves from the one before to a later

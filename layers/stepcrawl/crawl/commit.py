@@ -37,7 +37,7 @@ from stepcrawl.crawl.context import CrawlServices
 from stepcrawl.crawl.messages import UrlRef
 from stepcrawl.crawl.paths import items_part_key
 from stepcrawl.crawl.states import TaskState, UrlState
-from stepcrawl.crawl.tasklog import Delta, PageLine, TaskLog, fingerprint, spill_key
+from stepcrawl.crawl.tasklog import Delta, PageLine, TaskLog, commit_hash, fingerprint, spill_key
 from stepcrawl.errors import RetryableError, StepcrawlError
 from stepcrawl.quality.counters import encode
 from stepcrawl.storage import All, Cond, Condition, TransactionConflict, Usage, Write
@@ -287,6 +287,10 @@ def commit_bundles(
     or its log was split (``CommitResult.closed``), those of the bundles it had committed
     before (a redelivery) and no others."""
     ids = [b.bundle_id for b in bundles]
+    known = services.task_logs.closed(run, task)
+    if known is not None and not any(commit_hash(by) in known for by in ids):
+        # Split before any of them was committed: all to propose, the log's view not read.
+        return CommitResult([[] for _ in bundles], fresh=False, closed=list(range(len(ids))))
     part = _ItemsPart(services, lambda name: items_part_key(pipeline, run, task, name))
 
     def decide(log: TaskLog, budget: int | None) -> Decision:
@@ -323,6 +327,8 @@ def commit_bundles(
         log = services.task_logs.get(run, task)
         with log.lock:
             log.refresh(services.table, services.blobs)
+        services.task_logs.remember_closed(log)
+        services.task_logs.forget(run, task)  # its commits are remembered: enough to route
     refused = log is None
     if log is None:
         # The task refused the new bundles (it is finishing or over), but those of the batch

@@ -4,8 +4,10 @@ from where it stopped, bounded by count and by what they hold."""
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from typing import Final
 
+from stepcrawl.crawl.fingerprints import FingerprintMap
 from stepcrawl.crawl.tasklog import TaskLog
 
 __all__ = ["VIEWS_BYTES", "TaskLogs"]
@@ -26,6 +28,10 @@ class TaskLogs:
     def __init__(self, size: int = 16, most_bytes: int = VIEWS_BYTES) -> None:
         self.size, self.most_bytes = size, most_bytes
         self._logs: dict[tuple[str, str], TaskLog] = {}
+        #: the commit ids of logs found closed by a split (crawl/partitions.py), which never
+        #: change: a commit whose bundles none of them names proposes without loading the
+        #: closed log's view (12 bytes a commit, ~120 KB for a log of a million URLs)
+        self._closed: OrderedDict[tuple[str, str], FingerprintMap] = OrderedDict()
         self._lock = threading.Lock()
 
     def get(self, run: str, task: str) -> TaskLog:
@@ -42,3 +48,16 @@ class TaskLogs:
     def forget(self, run: str, task: str) -> None:
         with self._lock:
             self._logs.pop((run, task), None)
+
+    def closed(self, run: str, task: str) -> FingerprintMap | None:
+        """The commit ids of log ``task`` if this container found it closed, else ``None``."""
+        with self._lock:
+            return self._closed.get((run, task))
+
+    def remember_closed(self, view: TaskLog) -> None:
+        """Remember that ``view``'s log is closed, and the commits it holds (as many logs as
+        views at most, the oldest out)."""
+        with self._lock:
+            self._closed[(view.run, view.task)] = view.commits
+            while len(self._closed) > self.size:
+                self._closed.popitem(last=False)
