@@ -61,6 +61,7 @@ __all__ = [
     "ADMIT_PREFIX",
     "LEASE_SK",
     "LOG_STRIPES",
+    "PROPOSAL_STRIPES",
     "RUNNING_PK",
     "RUN_LOCK_SK",
     "SLOTS_SK",
@@ -109,6 +110,11 @@ LEASE_SK: Final = "LEASE"
 #: ``n`` at stripe ``n % LOG_STRIPES``, so changing it strands the logs already written. Eight
 #: keep each stripe under a tenth of a partition's write limit at 10,000 pages/s per task.
 LOG_STRIPES: Final = 8
+#: Partitions a task's proposal log is spread over (crawl/proposals.py), part of the stored
+#: layout as ``LOG_STRIPES`` is. Each proposal is read by every partition's judge, so its
+#: reads grow with the partitions: 64 keys keep a stripe at an eighth of what 8 took
+#: (``bench/hot_keys.py --partitions 32``), at no cost (a batch read spans keys).
+PROPOSAL_STRIPES: Final = 64
 _BREAKER_SK: Final = "B"
 _TASK_SK: Final = "T"
 _SCALER_SK: Final = "S"

@@ -2,7 +2,7 @@
 (docs/architecture.md, "Flat state: the design", step 2; written by the stages for tasks
 of ``limits.seen_partitions`` > 1: crawl/proposing.py).
 
-Proposal ``n`` of a task is one item (``PROP#<run>#<task>#<n mod LOG_STRIPES>`` / ``n``),
+Proposal ``n`` of a task is one item (``PROP#<run>#<task>#<n mod PROPOSAL_STRIPES>`` / ``n``),
 written once by a conditional put at the next sequence and never changed: a judge reads
 proposals with eventually consistent reads, and the first sequence it does not find ends
 its read (one appended later is read by its next round). The payload is compressed JSON;
@@ -34,7 +34,7 @@ from stepcrawl.crawl.messages import UrlRef
 from stepcrawl.crawl.tasklog import LOG_TTL, fingerprint, spill_key
 from stepcrawl.errors import RetryableError
 from stepcrawl.storage import BlobStore, Cond, Table, Usage
-from stepcrawl.table_keys import LOG_STRIPES
+from stepcrawl.table_keys import PROPOSAL_STRIPES
 
 __all__ = [
     "ProposalLog",
@@ -56,7 +56,7 @@ _FIRST_READ: Final = 4
 
 def proposal_key(run: str, task: str, seq: int) -> tuple[str, str]:
     """Where proposal ``seq`` of a task lives (striped by sequence, as the log is)."""
-    return f"PROP#{run}#{task}#{seq % LOG_STRIPES}", f"{seq:012d}"
+    return f"PROP#{run}#{task}#{seq % PROPOSAL_STRIPES}", f"{seq:012d}"
 
 
 def _spill_key(run: str, task: str, name: str) -> str:
