@@ -24,7 +24,11 @@ containers: what one run's keys take when its tasks crawl at once (the run's own
 is written only when a task is created).
 
     .venv/bin/python bench/hot_keys.py [--rate 10000] [--hosts 5000] [--shards 4] [--tasks 1]
-        [--partitions 1]
+        [--partitions 1] [--seed N] [--paced-backlog-urls N]
+
+A task of more than 8 partitions judges them after more proposals once its backlog is deep
+(crawl/proposing.py, ``cadence``): with ``--partitions`` past 8, give ``--warmup 8`` or more,
+so that the measured seconds come after its backlog filled.
 """
 
 from __future__ import annotations
@@ -333,6 +337,8 @@ class Simulation:
     tick: float = 0.05  # virtual seconds per step; 1 / tick must be whole
     tasks: int = 1
     partitions: int = 1  # of each task's seen set (limits.seen_partitions)
+    #: CrawlConfig settings besides the shards and the window (the deployment's defaults)
+    settings: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.clock = VirtualClock()
@@ -352,7 +358,7 @@ class Simulation:
         # Two seconds of fetching may wait in the queue (spaced per host by the feeder): past
         # the deployed setting's bound, the window the scaler sets (as at that scale).
         window = max(256, int(2 * self.rate))
-        self.config = CrawlConfig(shards=self.shards, window=min(100_000, window))
+        self.config = CrawlConfig(shards=self.shards, window=min(100_000, window), **self.settings)
         pk, sk = scaler_key(FETCH)
         self.table.put({"pk": pk, "sk": sk, "window": window})
         self.fetchers = [self._container() for _ in range(self.fetch_containers)]
@@ -465,7 +471,22 @@ def main() -> None:
     parser.add_argument("--measure", type=float, default=2.0, help="virtual seconds")
     parser.add_argument("--tasks", type=int, default=1, help="crawl tasks of the run")
     parser.add_argument("--partitions", type=int, default=1, help="limits.seen_partitions")
+    parser.add_argument(
+        "--seed", type=int, default=None, help="of the containers' home partitions (random)"
+    )
+    parser.add_argument(
+        "--paced-backlog-urls",
+        type=int,
+        default=None,
+        help="CrawlConfig.judge_paced_backlog_urls (the deployment's default unless given; "
+        "one out of reach measures the settings' cadence at any number of partitions)",
+    )
     args = parser.parse_args()
+    if args.seed is not None:
+        random.seed(args.seed)
+    settings = {}
+    if args.paced_backlog_urls is not None:
+        settings["judge_paced_backlog_urls"] = args.paced_backlog_urls
     report = simulate(
         args.warmup,
         args.measure,
@@ -478,6 +499,7 @@ def main() -> None:
         parse_containers=args.parse_containers,
         tasks=args.tasks,
         partitions=args.partitions,
+        settings=settings,
     )
     for line in report.lines():
         print(line)

@@ -260,9 +260,11 @@ def test_max_pages_is_exact_with_parallel_parsers(site: DemoSite, partitions: in
     recorded = [s for s in states if s in {"done", "failed"}]
     assert len(recorded) == 37, "exactly max_pages pages recorded"
     assert "pending" not in states
-    page_hits = sum(n for path, n in site.log.counts().items() if path != "/robots.txt")
-    flaky_retries = 2
-    assert page_hits <= 37 + flaky_retries, "no page beyond the budget was requested"
+    hits = {url: n for url, n in site.log.target_counts().items() if url != "/robots.txt"}
+    assert len(hits) <= 37, "no page beyond the budget was requested"
+    # Requested again only when a fetch failed (the flaky page's two 500s; on a loaded
+    # machine a timeout too): each URL at most its attempts.
+    assert max(hits.values()) <= 3, hits
     (answer,) = runner.tokens.answers
     assert answer.output["pages"] == 37
     # Links past the budget are counted as skipped, once each, like the records say.

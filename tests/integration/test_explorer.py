@@ -94,6 +94,22 @@ SETTINGS = {
             update={"partition_split_urls": 2, "judge_home_after": 2, "judge_visit_after": 3}
         ),
     ),
+    # No tail rule, partitions splitting at 3 URLs, and the cadence past one partition
+    # following the backlog (crawl/proposing.py, ``cadence``): rounds due after proportionally
+    # more proposals while 2 or more URLs wait, more visits, sooner, under that.
+    "partitions splitting, paced": ExplorerSettings(
+        partitions=2,
+        config=ExplorerSettings().config.model_copy(
+            update={
+                "partition_split_urls": 3,
+                "judge_tail_urls": 0,
+                "judge_home_after": 2,
+                "judge_visit_after": 3,
+                "judge_paced_leaves": 1,
+                "judge_paced_backlog_urls": 2,
+            }
+        ),
+    ),
 }
 
 

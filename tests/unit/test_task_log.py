@@ -256,6 +256,24 @@ def test_a_container_far_behind_catches_up_in_few_reads_and_then_reads_little() 
     assert calls == [8], "the next refresh asks for a few, not for as many as it caught up"
 
 
+def test_a_rounds_copies_past_255_proposals_read_back() -> None:
+    """A round of a task of many partitions reads hundreds of proposals (judges.
+    ROUND_PROPOSALS): a copy's proposal past the 255th is two bytes, in an item and in a
+    spilled payload (a byte each failed the round's write: bytes must be in range(0, 256))."""
+    line = PageLine("done", 200, "", 1, 10, 0.1, 0.0)
+    recorded = [(fp, line) for fp in range(1, 5)]
+    small = Delta(by="j-1-9", recorded=recorded, copies=[1, 0, 255, 9], thru=9)
+    wide = Delta(by="j-1-999", recorded=recorded, copies=[1, 0, 256, 999], thru=999)
+    assert Delta.of(small.item(RUN, TASK, 3, 0.0)).copies == [1, 0, 255, 9]
+    assert "cp" in small.item(RUN, TASK, 3, 0.0)
+    assert Delta.of(wide.item(RUN, TASK, 4, 0.0)) == wide
+    s = services()
+    spilled = Delta(**{**wide.__dict__, "spill": "log/r1/crawl/wide"})
+    s.blobs.put(spilled.spill, wide.spill_body())
+    assert Delta.of(spilled.item(RUN, TASK, 4, 0.0), s.blobs).copies == [1, 0, 256, 999]
+    assert wide.payload_bytes() == small.payload_bytes() + 4
+
+
 def test_an_entry_too_big_for_an_item_spills_its_payload_to_a_blob() -> None:
     """A page of 60,000 links (a sitemap's 50,000 is enough) admits 480 KB of fingerprints:
     over DynamoDB's 400 KB item limit (issue 24, defect 5). The entry names a blob instead."""

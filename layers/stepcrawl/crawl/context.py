@@ -175,6 +175,27 @@ class CrawlConfig(BaseModel):
             "not its home (one no container calls home is judged at least that often)"
         ),
     )
+    judge_paced_leaves: int = Field(
+        8,
+        ge=1,
+        le=1024,
+        description=(
+            "partitions up to which a task's rounds are due after judge_home_after and "
+            "judge_visit_after proposals; past them the cadence follows the task's backlog "
+            "(crawl/proposing.py, cadence)"
+        ),
+    )
+    judge_paced_backlog_urls: int = Field(
+        10_000,
+        ge=0,
+        description=(
+            "URLs waiting in a task's backlog (admitted, not yet sent to fetch) at or over "
+            "which a task of more than judge_paced_leaves partitions judges each after "
+            "proportionally more proposals (crawl/proposing.py): its fetchers do not wait "
+            "for those rounds, and its rounds per page stay as at judge_paced_leaves; under "
+            "it, more visits are judged, sooner"
+        ),
+    )
     judge_tail_urls: int = Field(
         1000,
         ge=0,

@@ -112,7 +112,8 @@ class Delta:
     #: a partition's judgement: the last proposal it judged (crawl/judges.py); 0 otherwise
     thru: int = 0
     #: a partition's judgement: per recorded page, the proposal its copy is from, counted
-    #: from 1 within the round's (0: none, a drain's; a round reads at most 100 proposals)
+    #: from 1 within the round's (0: none, a drain's); a byte each while a round's proposals
+    #: are under 256, two (``cw``) past that (crawl/judges.py, ``ROUND_PROPOSALS``)
     copies: list[int] = field(default_factory=list)
 
     def ids(self) -> list[str]:
@@ -132,7 +133,8 @@ class Delta:
     def payload_bytes(self) -> int:
         """What the payload weighs in an item (fingerprints, lines, recorders)."""
         lines = sum(len(line.text()) + 1 for _, line in self.recorded)
-        extra = len(self.recorded_by) + len(self.copies) + len(self.quality)
+        wide = 2 if self.copies and max(self.copies) > 255 else 1
+        extra = len(self.recorded_by) + wide * len(self.copies) + len(self.quality)
         return 8 * self.urls() + lines + extra
 
     def payload(self) -> dict[str, Any]:
@@ -150,7 +152,10 @@ class Delta:
         if any(self.recorded_by):
             item["rb"] = bytes(self.recorded_by)
         if any(self.copies):
-            item["cp"] = bytes(self.copies)
+            if max(self.copies) < 256:
+                item["cp"] = bytes(self.copies)
+            else:
+                item["cw"] = b"".join(c.to_bytes(2, "little") for c in self.copies)
         if self.quality:
             item["q"] = self.quality
         return item
@@ -188,7 +193,7 @@ class Delta:
             if blobs is None:
                 raise FatalError(f"log entry {item['pk']}/{item['sk']} spilled; no blob store")
             text = json.loads(zlib.decompress(blobs.get(spill)))
-            binary = {"adm", "skp", "rec", "unrec", "rb", "cp"}
+            binary = {"adm", "skp", "rec", "unrec", "rb", "cp", "cw"}
             item = {
                 **item,
                 **{k: base64.b64decode(v) if k in binary else v for k, v in text.items()},
@@ -201,12 +206,20 @@ class Delta:
             recorded=list(zip(unpack(item.get("rec")), lines, strict=True)),
             reopened=unpack(item.get("unrec")),
             recorded_by=list(item.get("rb") or b""),
-            copies=list(item.get("cp") or b""),
+            copies=_copies_of(item),
             part=str(item.get("p") or ""),
             quality=str(item.get("q") or ""),
             spill=spill,
             thru=int(item.get("thru") or 0),
         )
+
+
+def _copies_of(item: dict[str, Any]) -> list[int]:
+    """:attr:`Delta.copies` as an entry stores them: a byte each, or two (``cw``)."""
+    if wide := item.get("cw"):
+        data = bytes(wide)
+        return [int.from_bytes(data[n : n + 2], "little") for n in range(0, len(data), 2)]
+    return list(item.get("cp") or b"")
 
 
 def commit_hash(by: str) -> int:

@@ -76,12 +76,15 @@ __all__ = [
 
 logger = logging.getLogger("stepcrawl.judges")
 
-#: Proposals one round reads at most (a batched read takes 100 keys); the stored bytes, and
-#: the URLs kept once decoded (its partition's pages and links: ~1.7 KB each as objects),
-#: after which it reads no more. A full round of 100 proposals of 100 pages with three new
-#: links each held 67 MiB unfiltered (``bench/long_task.py``).
-ROUND_PROPOSALS: Final = 100
-ROUND_BYTES: Final = 2 << 20
+#: Proposals one round reads at most (in batched reads of 100 keys, each decoded and
+#: filtered before the next); the stored bytes, and the URLs kept once decoded (its
+#: partition's pages and links: ~1.7 KB each as objects), after which it reads no more. What
+#: a round holds is bounded by the URLs it keeps: 100 proposals of 100 pages with three new
+#: links each held 67 MiB unfiltered (``bench/long_task.py``). A task of many partitions
+#: judges each after proportionally more proposals (crawl/proposing.py), so a round may read
+#: several hundred: at 32 partitions and ~15 KB a proposal, 256 are 3.8 MB.
+ROUND_PROPOSALS: Final = 1_000
+ROUND_BYTES: Final = 16 << 20
 ROUND_URLS: Final = 10_000
 _MAX_MOVES: Final = 100
 

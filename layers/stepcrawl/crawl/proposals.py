@@ -52,6 +52,9 @@ _GALLOP: Final = 62
 _MAX_ROUNDS: Final = 1000
 #: Proposals a reader asks for first when it knows of none (then twice as many each read).
 _FIRST_READ: Final = 4
+#: Keys one batched read asks for at most (DynamoDB's BatchGetItem takes 100): what a read
+#: holds at once, however many proposals the caller reads in all.
+_BATCH_KEYS: Final = 100
 
 
 def proposal_key(run: str, task: str, seq: int) -> tuple[str, str]:
@@ -245,7 +248,7 @@ def read_proposals(
     pays for a few keys, not for a hundred."""
     out: list[tuple[int, Proposal]] = []
     read = urls = 0
-    want = min(most, max(expect, _FIRST_READ))
+    want = min(most, _BATCH_KEYS, max(expect, _FIRST_READ))
     while want > 0:
         start = after + len(out) + 1
         keys = [proposal_key(run, task, start + n) for n in range(want)]
@@ -265,7 +268,7 @@ def read_proposals(
                 most_urls is not None and urls >= most_urls
             ):
                 return out
-        want = min(2 * want, most - len(out))
+        want = min(2 * want, _BATCH_KEYS, most - len(out))
     return out
 
 

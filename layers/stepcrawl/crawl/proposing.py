@@ -19,19 +19,25 @@ the task record, and in the task's tail (``judge_tail_urls`` or fewer URLs in fl
 invocation may come) judges every partition behind; otherwise its container's *home*
 partition (chosen at random once) if it is ``judge_home_after`` proposals behind its own, and
 at most :data:`VISITS` other partitions ``judge_visit_after`` or more behind (those no
-container calls home). The sweeper and the start judge every partition behind.
+container calls home). Past ``judge_paced_leaves`` partitions, while the task's backlog holds
+``judge_paced_backlog_urls`` or more, both thresholds grow with the partitions, so the
+task's rounds per page stay as at ``judge_paced_leaves``; once it holds ``judge_tail_urls``
+or fewer, every partition behind is judged (:func:`cadence`). The sweeper
+and the start judge every partition behind.
 """
 
 from __future__ import annotations
 
 import hashlib
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Final
 
 from stepcrawl.crawl.commit import PageCommit, items_body, put_items_part
-from stepcrawl.crawl.context import CrawlServices
+from stepcrawl.crawl.context import CrawlConfig, CrawlServices
 from stepcrawl.crawl.cursors import cursor_field, leaves
+from stepcrawl.crawl.fairness import in_flight
 from stepcrawl.crawl.judges import judge_behind, judge_round
 from stepcrawl.crawl.judging import Proposal
 from stepcrawl.crawl.messages import UrlRef
@@ -44,6 +50,8 @@ from stepcrawl.table_keys import task_key
 __all__ = [
     "HOME_ROUNDS",
     "VISITS",
+    "Cadence",
+    "cadence",
     "judge_proposed",
     "partitions",
     "proposal_log",
@@ -129,8 +137,8 @@ def judge_proposed(
     docstring); the shards queued into."""
     config = services.config
     record = services.table.get(task_key(run, task), consistent=True) or {}
-    in_flight = int(record.get("claimed", 0)) - int(record.get("finished", 0))
-    if in_flight <= config.judge_tail_urls:
+    pending = int(record.get("claimed", 0)) - int(record.get("finished", 0))
+    if pending <= config.judge_tail_urls:
         rounds = judge_behind(services, run, task, count, pipeline=pipeline, record=record)
         return set().union(*(r.shards for r in rounds))
     # The home is the partition holding a fingerprint drawn once: it stays this container's
@@ -139,8 +147,11 @@ def judge_proposed(
     parts = leaves({"partitions": count, **record})
     behind = {part: seq - int(record.get(cursor_field(part)) or 0) for part in parts}
     home = next(part for part in parts if part.holds(drawn))
+    paced = len(parts) > config.judge_paced_leaves
+    waiting = _waiting(services, run, task, record, pending) if paced else None
+    due = cadence(config, len(parts), waiting)
     shards: set[int] = set()
-    if behind[home] >= config.judge_home_after:
+    if behind[home] >= due.home_after:
         for _ in range(HOME_ROUNDS):
             done = judge_round(services, run, task, home, count, pipeline=pipeline, upto=seq)
             if done is None:
@@ -148,12 +159,61 @@ def judge_proposed(
             shards |= done.shards
             if done.split or done.delta.thru >= seq:
                 break  # split: its halves are judged when they are due
-    lagging = [p for p in parts if p != home and behind[p] >= config.judge_visit_after]
-    for part in sorted(lagging, key=lambda p: (-behind[p], p))[:VISITS]:
+    lagging = [p for p in parts if p != home and behind[p] >= due.visit_after]
+    for part in sorted(lagging, key=lambda p: (-behind[p], p))[: due.visits]:
         done = judge_round(services, run, task, part, count, pipeline=pipeline, upto=seq)
         if done is not None:
             shards |= done.shards
     return shards
+
+
+@dataclass(frozen=True)
+class Cadence:
+    """When a parse invocation judges a partition: its home once ``home_after`` proposals
+    behind, at most ``visits`` others once ``visit_after`` behind."""
+
+    home_after: int
+    visit_after: int
+    visits: int
+
+
+def cadence(config: CrawlConfig, leaves_now: int, waiting: int | None) -> Cadence:
+    """The cadence of a task of ``leaves_now`` partitions whose backlog holds ``waiting``
+    URLs (admitted, not yet sent to fetch; ``None``: not read, at ``judge_paced_leaves``
+    partitions or fewer, whose cadence is the settings' whatever it holds).
+
+    Past ``judge_paced_leaves`` partitions a partition's share of a proposal is small, so:
+
+    - with ``judge_paced_backlog_urls`` or more waiting (the fetchers do not wait for
+      rounds), both thresholds are multiplied by one more for each ``judge_paced_leaves``
+      partitions (the pace): the task's rounds a proposal, each ~5 write units, a write of
+      the task record and a backlog chunk a shard, stay as at ``judge_paced_leaves``;
+    - with fewer, the settings' cadence;
+    - with ``judge_tail_urls`` or fewer, every partition behind is judged, as in the task's
+      tail: the fetchers wait for what rounds admit, and the backlog may run dry before
+      another invocation comes. At 16 and 128 partitions, a crawl whose seeds' links all
+      waited for visits due after 64 proposals stalled (no fetch, so no proposal, so no
+      visit, until a sweep: ``bench/hot_keys.py``). A cadence between the two, visits due
+      as the home is and more of them, was tried: more rounds a page than the settings'
+      at 16 partitions (0.38 WU a page against 0.34), the backlog passing its bound to and
+      fro."""
+    home, visit = config.judge_home_after, config.judge_visit_after
+    if leaves_now <= config.judge_paced_leaves or waiting is None:
+        return Cadence(home, visit, VISITS)
+    if waiting >= config.judge_paced_backlog_urls:
+        pace = -(-leaves_now // config.judge_paced_leaves)
+        return Cadence(home * pace, visit * pace, VISITS)
+    if waiting > config.judge_tail_urls:
+        return Cadence(home, visit, VISITS)
+    return Cadence(1, 1, leaves_now)
+
+
+def _waiting(
+    services: CrawlServices, run: str, task: str, record: Mapping[str, Any], pending: int
+) -> int:
+    """URLs waiting in the task's backlog: what is claimed and not finished, less what was
+    sent to fetch and is not recorded (an estimate from the shards' leases)."""
+    return pending - in_flight(services, run, task, record)
 
 
 def seed_refs(urls: Sequence[str], kinds: dict[str, str]) -> list[UrlRef]:
