@@ -83,11 +83,13 @@ def test_the_explorer_finds_a_round_judged_over_a_moved_cursor(
     those proposals twice: partition 0 then charges their usage twice. Only overlapping
     judges reach it; the explorer must find it."""
     monkeypatch.setattr(judges, "_moved", lambda log, cursor: False)
-    found = _explore(range(100), JudgeSettings())
+    # 300 seeds: a judge reads again from its container's cache of proposals, not from the
+    # table, so fewer schedules put a writer between two judges' reads (8 of 100 before it).
+    found = _explore(range(300), JudgeSettings())
     assert found, "the explorer found nothing"
     assert any("charged" in p for o in found for p in o.problems), found[0].describe()
     docs = (Path(__file__).parents[2] / "docs" / "architecture.md").read_text()
-    assert f"it fails {len(found)} of seeds 0-99" in docs
+    assert f"it fails {len(found)} of seeds 0-299" in docs
 
 
 _REPLAY = """

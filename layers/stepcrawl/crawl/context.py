@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from stepcrawl.breaker import BreakerBook, BreakerConfig
+from stepcrawl.crawl.proposal_cache import ProposalCache
 from stepcrawl.crawl.running import RunningView
 from stepcrawl.crawl.task_views import TaskLogs
 from stepcrawl.crawl.window import FeedWindow
@@ -284,6 +285,8 @@ class CrawlServices:
     #: The proposal logs this container writes, for tasks whose seen set is cut in
     #: partitions (crawl/proposing.py makes it on first use).
     proposal_writers: ProposalWriters | None = field(default=None, compare=False, repr=False)
+    #: The proposals this container's judges read lately (crawl/proposal_cache.py).
+    proposal_cache: ProposalCache = field(default_factory=ProposalCache, compare=False, repr=False)
 
     @cached_property
     def breaker(self) -> BreakerBook:

@@ -160,6 +160,7 @@ def judge_round(
             most_bytes=ROUND_BYTES,
             most_urls=ROUND_URLS,
             expect=upto - cursor,
+            cache=services.proposal_cache,
         )
         if not proposals:
             return None
@@ -351,7 +352,15 @@ def _finish_follow_ups(services: CrawlServices, where: _Where, view: TaskLog) ->
     for delta in reversed(undone):
         count = delta.thru - after
         judged = read_proposals(
-            table, blobs, where.run, where.task, after, count, keep=where.mine, expect=count
+            table,
+            blobs,
+            where.run,
+            where.task,
+            after,
+            count,
+            keep=where.mine,
+            expect=count,
+            cache=services.proposal_cache,
         )
         if len(judged) != count:
             raise RetryableError(f"task {where.task}: proposals {after + 1}.. not readable yet")
