@@ -92,6 +92,7 @@ __all__ = [
     "stalled_key",
     "task_index_key",
     "task_key",
+    "task_token_key",
     "url_hash",
 ]
 
@@ -117,6 +118,7 @@ LOG_STRIPES: Final = 8
 PROPOSAL_STRIPES: Final = 64
 _BREAKER_SK: Final = "B"
 _TASK_SK: Final = "T"
+_CALLBACK_SK: Final = "K"  # the item holding the task's Step Functions callback handle
 _SCALER_SK: Final = "S"
 _PAGE_STATE_SK: Final = "S"
 #: Partition listing the runs with tasks waiting for, or holding, a slot (the sweep walks it).
@@ -139,6 +141,13 @@ def run_pk(run: str) -> str:
 def task_key(run: str, task: str) -> Key:
     """The task record: its counters, written by every commit of the task."""
     return (f"{TASK_PREFIX}{run}#{task}", _TASK_SK)
+
+
+def task_token_key(run: str, task: str) -> Key:
+    """The task's Step Functions task token (written once, with the record): read only to
+    answer or to send a heartbeat. Not on the record, which every commit writes and is
+    billed by the KB: a token is hundreds of characters (the API takes up to 2,048)."""
+    return (f"{TASK_PREFIX}{run}#{task}", _CALLBACK_SK)
 
 
 def task_index_key(run: str, task: str) -> Key:

@@ -209,14 +209,16 @@ def test_the_explorer_finds_a_round_judged_on_a_partition_split_under_it(
     moved (``judges._moved``), it judges on the closed log and its halves judge the same
     proposals again. Found by the splitting configuration in seeds 26, 63 and 98 of 0-149
     when it was fixed; in seed 98 of them since a split writes its halves' first entries
-    (the schedules' writes changed). ``append`` refuses a closed log too: both are taken out
-    here."""
+    (the schedules' writes changed), in seeds 144, 169 and 204 of 0-299 once a proposal's
+    links were stored in fingerprint order (crawl/proposal_format.py: the URLs admitted
+    first changed), and in seeds 76 and 225 since a registration keeps the task's token
+    apart (one write more). ``append`` refuses a closed log too: both are taken out here."""
     monkeypatch.setattr(judges, "_moved", lambda log, cursor: log.thru != cursor)
     monkeypatch.setattr(commit, "_refuse_if_closed", lambda log: None)
     logging.disable(logging.WARNING)
     try:
         settings = SETTINGS["two partitions, splitting"]
-        found = {s: explore(s, SimSite(), settings).problems for s in (98,)}
+        found = {s: explore(s, SimSite(), settings).problems for s in (76,)}
     finally:
         logging.disable(logging.NOTSET)
     assert all(found.values()), found

@@ -31,7 +31,7 @@ from stepcrawl.crawl.sweeper import sweep_running
 from stepcrawl.crawl.tokens import MemoryTokens
 from stepcrawl.pipeline import Pipeline
 from stepcrawl.storage import MemoryBlobStore, MemoryQueue, MemoryTable
-from stepcrawl.table_keys import admitting_key, task_key
+from stepcrawl.table_keys import admission_key, admitting_key, slots_key, task_key, task_token_key
 
 RUN = "r1"
 
@@ -213,6 +213,54 @@ def test_waiting_tasks_are_heartbeaten_by_the_sweep(clock: FakeClock) -> None:
     assert tokens.heartbeats == ["token-b"]
     settle_run(svc, RUN, start)
     assert tokens.heartbeats == ["token-b"], "once per heartbeat_every"
+
+
+def test_the_token_is_kept_once_apart_from_the_entry_that_is_written_again_and_again(
+    clock: FakeClock,
+) -> None:
+    """A task token is hundreds of characters and the queue entry is written at every step
+    (each write billed by the KB): the entry holds none; the task is started with it."""
+    svc, start = services(clock), Starter()
+    seen: list[ControlMessage] = []
+
+    def starter(services: CrawlServices, msg: ControlMessage) -> None:
+        seen.append(msg)
+        start(services, msg)
+
+    long = message("a", kind="crawl").model_copy(update={"task_token": "t" * 2048})
+    register(svc, long)
+    register(svc, long.model_copy(update={"task_token": "a later token"}))  # the first stays
+    pump(svc, RUN, starter, own="a")
+    assert [m.task_token for m in seen] == ["t" * 2048]
+    table = svc.table
+    assert isinstance(table, MemoryTable)
+    holding = [key for key, item in table.items.items() if "t" * 2048 in str(item)]
+    assert holding == [task_token_key(RUN, "a")]
+    assert admission.stored_token(table, RUN, "a") == "t" * 2048
+
+
+def test_an_entry_registered_with_its_token_inline_is_still_started_with_it(
+    clock: FakeClock,
+) -> None:
+    """Entries registered before the token moved (2026-12-06) carry it in their message."""
+    svc = services(clock)
+    seen: list[str] = []
+    key = admission_key(RUN, "a")
+    svc.table.put(
+        {
+            "pk": key[0],
+            "sk": key[1],
+            "state": AdmissionState.WAITING,
+            "priority": 100,
+            "kind": "transform",
+            "message": message("a").model_dump_json(),
+            "registered_at": clock(),
+            "heartbeat_at": clock(),
+        }
+    )
+    svc.table.update(slots_key(RUN), set={"limit": 1}, set_if_absent={"used": 0})
+    pump(svc, RUN, lambda _, msg: seen.append(msg.task_token))
+    assert seen == ["token-a"]
 
 
 def test_the_run_leaves_the_sweep_listing_when_nothing_waits_or_runs(clock: FakeClock) -> None:

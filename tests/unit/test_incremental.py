@@ -562,9 +562,13 @@ def two_runs(
     return first, second, record
 
 
-def test_a_second_run_asks_conditionally_and_writes_only_what_changed() -> None:
+@pytest.mark.parametrize("partitions", [1, 3])
+def test_a_second_run_asks_conditionally_and_writes_only_what_changed(partitions: int) -> None:
+    """At three partitions the stages propose and the judges record, and write the states
+    of the copies they record (crawl/judges.py)."""
     with revisit_site() as site:
-        first, second, record = two_runs(site, revisit_pipeline(site))
+        pipeline = revisit_pipeline(site, limits={"seen_partitions": partitions})
+        first, second, record = two_runs(site, pipeline)
         assert sorted(i["title"] for i in first) == [
             "About us",
             *(f"Product {n}" for n in range(1, 7)),
@@ -603,7 +607,8 @@ class Crash(Exception):  # noqa: N818 - a simulated process death
     pass
 
 
-def test_crashes_and_duplicate_deliveries_change_nothing() -> None:
+@pytest.mark.parametrize("partitions", [1, 3])
+def test_crashes_and_duplicate_deliveries_change_nothing(partitions: int) -> None:
     rng = random.Random(16)
     countdown: list[int | None] = [None]
 
@@ -643,9 +648,8 @@ def test_crashes_and_duplicate_deliveries_change_nothing() -> None:
             return wrapped
 
     with revisit_site() as site:
-        first, second, record = two_runs(
-            site, revisit_pipeline(site), wrap=Chaotic, deliver=deliver
-        )
+        pipeline = revisit_pipeline(site, limits={"seen_partitions": partitions})
+        first, second, record = two_runs(site, pipeline, wrap=Chaotic, deliver=deliver)
     unique = {(i["_url"], i["_n"]): i for i in second}  # readers keep one copy of each
     assert len(first) == 7
     assert sorted(i.get("title", "tombstone") for i in unique.values()) == [

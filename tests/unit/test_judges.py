@@ -4,6 +4,7 @@ with the task record's counters, and queues what it admitted."""
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -15,6 +16,7 @@ from stepcrawl.crawl.commit import Decision, PageCommit, append
 from stepcrawl.crawl.context import CrawlConfig, CrawlServices
 from stepcrawl.crawl.cursors import REOPENS, leaves
 from stepcrawl.crawl.frontier import chunk_entries
+from stepcrawl.crawl.incremental import PageState
 from stepcrawl.crawl.judging import Proposal
 from stepcrawl.crawl.log_reads import recorded_lines, url_states
 from stepcrawl.crawl.messages import UrlRef
@@ -23,7 +25,7 @@ from stepcrawl.crawl.proposals import ProposalLog, RecentLinks, propose_pages
 from stepcrawl.crawl.task_views import TaskLogs
 from stepcrawl.crawl.tasklog import Delta, fingerprint, partition_log
 from stepcrawl.storage import MemoryTable, Meter, Usage
-from stepcrawl.table_keys import backlog_pk, failure_key, task_key
+from stepcrawl.table_keys import backlog_pk, failure_key, page_state_key, task_key
 
 SITE = "https://shop.test"
 PARTITIONS = 3
@@ -411,6 +413,24 @@ def _site(n: int) -> dict[str, list[str]]:
         f"/p/{i}": [f"/p/{(i * 7 + 1) % n}", f"/p/{(i * 3 + 2) % n}", f"/p/{(i + 1) % n}"]
         for i in range(n)
     }
+
+
+def test_the_judge_that_records_a_copy_writes_its_state_and_never_a_void_copys() -> None:
+    """An incremental task's pages leave states for its next run (crawl/incremental.py):
+    the copy recorded, the first in the log's order, writes its own; a second copy of the
+    page (another fetch) writes none, even when it comes in a later proposal."""
+    services = memory_services()
+    _task(services)
+
+    def fetched(by: str, etag: str, at: float) -> Proposal:
+        page = replace(_page("/a", True, []), state=PageState(f"{SITE}/a", at, {"etag": etag}))
+        return Proposal(by, pages=[page], pipeline="shop")
+
+    _propose(services, SEEDS, fetched("b1", '"first"', 5.0), fetched("b2", '"second"', 6.0))
+    _judge_all(services)
+    state = services.table.get(page_state_key("shop", "t", f"{SITE}/a"))
+    assert state is not None
+    assert state["etag"] == '"first"'
 
 
 @pytest.mark.parametrize("split_urls", [None, 5], ids=["fixed", "splitting"])

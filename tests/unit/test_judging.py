@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from stepcrawl.crawl.commit import PageCommit
 from stepcrawl.crawl.judging import Judgement, Proposal, judge, partition_of
 from stepcrawl.crawl.messages import UrlRef
-from stepcrawl.crawl.proposals import decode, encode
+from stepcrawl.crawl.partitions import Partition
+from stepcrawl.crawl.proposal_format import decode, encode
 from stepcrawl.crawl.tasklog import TaskLog, fingerprint
 from stepcrawl.quality.counters import decode as decode_profile
 from stepcrawl.storage import Usage
@@ -231,15 +232,13 @@ def test_partitions_judged_in_rounds_decide_as_each_proposal_alone_in_order(
 def test_a_judge_reading_only_its_partitions_share_decides_the_same(
     proposals: list[Proposal], partitions: int, budget: int
 ) -> None:
-    """Proposals read for one partition (``proposals.decode`` with its filter) give the
-    judgement the whole proposals give, copies named by their index as written."""
+    """Proposals read for one partition (``proposal_format.decode`` of its share) give the
+    judgement the whole stored proposals give, copies named by their index as written."""
+    stored = [decode(encode(p)) for p in proposals]
     for partition in range(partitions):
-
-        def mine(url: str, partition: int = partition) -> bool:
-            return partition_of(fingerprint(url), partitions) == partition
-
-        whole = judge(TaskLog("r", "t"), partition, partitions, proposals, budget, "j")
-        shares = [decode(encode(p), mine) for p in proposals]
+        whole = judge(TaskLog("r", "t"), partition, partitions, stored, budget, "j")
+        part = Partition(partition, partitions)
+        shares = [decode(encode(p), part) for p in proposals]
         share = judge(TaskLog("r", "t"), partition, partitions, shares, budget, "j")
         assert share.delta == whole.delta
         assert share.add == whole.add

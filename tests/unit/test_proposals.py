@@ -3,6 +3,7 @@ writers that hold only its end, read back whole, large payloads from a blob."""
 
 from __future__ import annotations
 
+import json
 import zlib
 from dataclasses import replace
 from typing import Any
@@ -13,7 +14,9 @@ from stepcrawl.crawl.commit import PageCommit
 from stepcrawl.crawl.incremental import PageState
 from stepcrawl.crawl.judging import Proposal
 from stepcrawl.crawl.messages import UrlRef
+from stepcrawl.crawl.partitions import Partition
 from stepcrawl.crawl.proposal_cache import ProposalCache
+from stepcrawl.crawl.proposal_format import decode
 from stepcrawl.crawl.proposals import (
     ProposalLog,
     RecentLinks,
@@ -21,7 +24,7 @@ from stepcrawl.crawl.proposals import (
     propose_pages,
     read_proposals,
 )
-from stepcrawl.crawl.tasklog import spill_key
+from stepcrawl.crawl.tasklog import fingerprint, spill_key
 from stepcrawl.errors import RetryableError
 from stepcrawl.storage import Meter, Usage
 from stepcrawl.storage.memory import MemoryBlobStore
@@ -72,8 +75,12 @@ def test_a_proposal_reads_back_as_written_without_its_rows() -> None:
     ProposalLog("r", "t", most_bytes=10_000).append(table, blobs, _proposal(0), 0.0)
     ((_, back),) = read_proposals(table, blobs, "r", "t", 0, 10)
     want = _proposal(0)
-    want.pages[0].rows = []
-    assert back == want
+    # The links are read apart from their pages, in the order stored (crawl/
+    # proposal_format.py): every page's candidates, each page named by its index.
+    links = want.pages[0].children
+    want.pages[0].rows, want.pages[0].children = [], []
+    assert back == replace(want, indices=[0], links=back.links)
+    assert sorted(back.links, key=lambda ref: ref.url) == links
 
 
 def test_a_large_proposal_is_read_from_its_blob() -> None:
@@ -84,7 +91,7 @@ def test_a_large_proposal_is_read_from_its_blob() -> None:
     assert "x" in item
     assert "z" not in item
     ((_, back),) = read_proposals(table, blobs, "r", "t", 0, 10)
-    assert len(back.pages[0].children) == 2_000
+    assert len(back.links) == 2_000
     # Where a log entry's spills are: the roles that append to a task's log may put and get
     # it there, and no role may elsewhere (infra/access.py, LOG_SPILLS).
     (key,) = blobs.list("")
@@ -102,28 +109,69 @@ def test_a_read_ends_at_the_first_sequence_missing() -> None:
 
 def test_a_judge_reads_only_its_partitions_share_of_a_proposal() -> None:
     table, blobs = MemoryTable(), MemoryBlobStore()
-    pages = [*_proposal(0, links=50).pages, *_proposal(1, links=3).pages]
-    whole = replace(_proposal(0), pages=pages)
-    ProposalLog("r", "t", most_bytes=10_000).append(table, blobs, whole, 0.0)
-
-    def mine(url: str) -> bool:
-        return url.endswith(("/p/1", "/0/1", "/1/2", "/f", "/d"))
-
-    ((_, back),) = read_proposals(table, blobs, "r", "t", 0, 10, keep=mine)
-    # Page 1 only, named by its index as written; the links of every page that are mine.
-    assert [(page.ref.url, back.page_index(m)) for m, page in enumerate(back.pages)] == [
-        ("https://shop.test/p/1", 1)
-    ]
-    assert [c.url for c in back.candidates()] == [
-        "https://shop.test/p/0/1",  # a link of page 0, which is another partition's
-        "https://shop.test/p/1/2",
-    ]
-    assert back.reopen[0].url == "https://shop.test/f"
-    assert back.drain == ["https://shop.test/d"]
-    assert back.usage == Usage(ddb_write_units=2.0)  # partition 0 charges it, whatever it reads
+    pages = [_proposal(n, links=40).pages[0] for n in range(12)]
+    reopen = [UrlRef(url=f"https://shop.test/f/{n}", redrive="redrive-1") for n in range(20)]
+    seeds = [UrlRef(url=f"https://shop.test/s/{n}") for n in range(20)]
+    drain = [f"https://shop.test/d/{n}" for n in range(20)]
+    whole = replace(_proposal(0), pages=pages, seeds=seeds, reopen=reopen, drain=drain)
+    ProposalLog("r", "t", most_bytes=100_000).append(table, blobs, whole, 0.0)
     ((_, all_of_it),) = read_proposals(table, blobs, "r", "t", 0, 10)
-    assert len(all_of_it.candidates()) == 1 + 53  # the seed and every link
-    assert all_of_it.page_index(1) == 1
+    assert len(all_of_it.candidates()) == 20 + 12 * 40  # the seeds and every link
+    assert all_of_it.page_index(11) == 11
+    for grid, depth in ((3, 0), (8, 1)):
+        for index in range(grid):
+            part = Partition(index, grid, depth)
+
+            def mine(url: str, part: Partition = part) -> bool:
+                return part.holds(fingerprint(url))
+
+            ((_, back),) = read_proposals(table, blobs, "r", "t", 0, 10, part=part)
+            # Its pages only, named by their index as written; its links of every page.
+            kept = [(m, page.ref.url) for m, page in enumerate(pages) if mine(page.ref.url)]
+            assert [(back.page_index(m), p.ref.url) for m, p in enumerate(back.pages)] == kept
+            links = [c for c in all_of_it.links if mine(c.url)]
+            assert back.links == links  # in the order stored, whatever the partition
+            assert back.seeds == [s for s in seeds if mine(s.url)]  # in the order written
+            assert back.reopen == [r for r in all_of_it.reopen if mine(r.url)]
+            assert back.drain == [u for u in all_of_it.drain if mine(u)]
+            assert back.usage == Usage(ddb_write_units=2.0)  # partition 0 charges it
+
+
+def test_proposals_of_the_first_layout_are_still_read() -> None:
+    """A running task's log keeps what was written before an upgrade: one JSON body, each
+    page with its links."""
+    page = _proposal(0, links=4).pages[0]
+    page_fields = {
+        **{k: getattr(page, k) for k in ("ok", "status", "reason", "items", "dropped", "size")},
+        **{k: getattr(page, k) for k in ("failure", "fetch_ms", "parse_ms", "unchanged")},
+        "deleted": False,
+        "render_unmatched": False,
+        "quality": {"3": 2, "7": 1},
+        "ref": page.ref.model_dump(),
+        "children": [c.model_dump() for c in page.children],
+        "state": None,
+    }
+    body = {
+        "by": "bundle-0",
+        "pages": [page_fields],
+        "seeds": [{"url": "https://shop.test/"}],
+        "reopen": [],
+        "drain": ["https://shop.test/d"],
+        "usage": {"ddb_write_units": 2.0},
+    }
+    payload = zlib.compress(json.dumps(body).encode())
+    back = decode(payload)
+    assert back.by == "bundle-0"
+    assert [p.ref for p in back.pages] == [page.ref]
+    assert [c.url for c in back.candidates()] == [
+        "https://shop.test/",
+        *(c.url for c in page.children),
+    ]
+    part = Partition(1, 2)
+    share = decode(payload, part)
+    assert [c.url for c in share.candidates()] == [
+        c.url for c in back.candidates() if part.holds(fingerprint(c.url))
+    ]
 
 
 def test_a_read_stops_once_it_has_read_its_bound_of_bytes() -> None:
@@ -160,11 +208,12 @@ def test_links_proposed_once_are_left_out_of_the_next_proposals_of_the_task() ->
     other = ProposalLog("r", "other", most_bytes=10_000)  # another task: its own links
     propose_pages(table, blobs, other, recent, "b3", [_fetched("/", ["/a"])], Usage(), 0.0)
     (_, one), (_, two) = read_proposals(table, blobs, "r", "t", 0, 10)
-    links = [[c.url.rsplit("/", 1)[1] for c in p.children] for p in (*one.pages, *two.pages)]
-    assert links == [["a", "b"], ["c"], ["d"]]
+    # Each proposal's links, once each (stored in the order of their fingerprints).
+    links = [sorted(c.url.rsplit("/", 1)[1] for c in p.candidates()) for p in (one, two)]
+    assert links == [["a", "b", "c"], ["d"]]
     assert all(not page.rows for page in one.pages)
     ((_, three),) = read_proposals(table, blobs, "r", "other", 0, 10)
-    assert [c.url for c in three.pages[0].children] == ["https://shop.test/a"]
+    assert [c.url for c in three.candidates()] == ["https://shop.test/a"]
 
 
 class _Refusing(MemoryTable):
@@ -181,7 +230,7 @@ def test_links_of_a_proposal_that_was_not_written_are_proposed_again() -> None:
     table = MemoryTable()  # the redelivery, once the table answers
     propose_pages(table, blobs, log, recent, "b1", pages, Usage(), 0.0)
     ((_, back),) = read_proposals(table, blobs, "r", "t", 0, 10)
-    assert [c.url for c in back.pages[0].children] == ["https://shop.test/a"]
+    assert [c.url for c in back.candidates()] == ["https://shop.test/a"]
 
 
 def test_the_cache_of_recent_links_has_a_fixed_size() -> None:

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 from tests.helpers.tasklog import memory_services
 
+from stepcrawl.crawl import tasklog
 from stepcrawl.crawl.accounting import create_task_record
 from stepcrawl.crawl.commit import BundleCommit, Decision, PageCommit, append, commit_bundles
 from stepcrawl.crawl.context import CrawlServices
@@ -26,7 +27,7 @@ from stepcrawl.crawl.tasklog import (
 from stepcrawl.errors import FatalError
 from stepcrawl.storage import MemoryTable
 from stepcrawl.storage.meter import item_size
-from stepcrawl.table_keys import LOG_STRIPES, log_pk, task_key
+from stepcrawl.table_keys import LOG_STRIPES, checkpoint_key, log_pk, task_key
 
 RUN, TASK = "r1", "crawl"
 HOME = "https://shop.example/"
@@ -315,6 +316,33 @@ def test_a_containers_views_are_bounded_by_what_they_hold_least_recently_used_ou
     alone = TaskLogs(size=16, most_bytes=1_000)
     huge = _view_of(alone, "h", 5000)
     assert alone.get("r", "h") is huge
+
+
+@pytest.mark.parametrize("checkpointed", [True, False])
+def test_a_cold_half_reading_its_parents_view_makes_room_for_it_first(
+    monkeypatch: pytest.MonkeyPatch, checkpointed: bool
+) -> None:
+    """A split partition's half without its first checkpoint (its write failed) reads its
+    parent's whole view: the container's other views make room for that peak first, so the
+    views with it stay within their bound (docs/performance.md, "A long task"). With its
+    checkpoint, a half reads its own share and nothing is put out."""
+    s = started()
+    commit_bundles(s, RUN, TASK, [BundleCommit("b1", [page(HOME, HOME + "a", HOME + "b")])])
+    assert split_off(s, RUN, TASK, Partition(0, 1))
+    half = Partition(0, 1).children()[0]
+    if not checkpointed:
+        s.table.delete(checkpoint_key(RUN, half.log(TASK)))
+    monkeypatch.setattr(tasklog, "INHERIT_PEAK_BYTES", 100_000)
+    logs = TaskLogs(size=16, most_bytes=250_000)
+    others = [_view_of(logs, name, 1000) for name in ("a", "b", "c")]  # 56 KB each
+    view = logs.get(RUN, half.log(TASK))
+    with view.lock:
+        view.refresh(s.table, s.blobs)
+    assert view.urls.items()
+    assert all(half.holds(fp) for fp, _ in view.urls.items())
+    # 3 x 56 KB + the peak of 100 KB is over 250 KB: the least recently used, "a", went.
+    kept = [logs.get("r", name) is o for name, o in reversed(list(zip("abc", others, strict=True)))]
+    assert kept == ([True, True, True] if checkpointed else [True, True, False])
 
 
 def test_a_view_keeps_its_recent_deltas_within_a_bound_of_urls() -> None:

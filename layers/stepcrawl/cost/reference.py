@@ -5,7 +5,9 @@ From ``bench/cost_per_page.py --categories 8 --products 60`` (the demo pipeline'
 the logged bytes and custom metrics, which that benchmark cannot see (no handlers run): those
 come from ``stepcrawl demo`` on the local cloud (``stepcrawl cost --report
 out/demo/report.json``, measured on 2026-12-01). The crawl's counts measured on 2026-12-03
-(with each crawl task's data profile); re-measure and update with docs/performance.md.
+(with each crawl task's data profile), its write and read units again on 2026-12-06 with
+task tokens of 2,048 characters (the API's bound; the token kept in an item of its own);
+re-measure and update with docs/performance.md.
 """
 
 from __future__ import annotations
@@ -18,12 +20,13 @@ __all__ = ["REFERENCE_COUNTS", "REFERENCE_SOURCE"]
 
 REFERENCE_SOURCE: Final = (
     "reference crawl (bench/cost_per_page.py --categories 8 --products 60, 2026-12-03, task log "
-    "and data profile; logs and metrics from stepcrawl demo, 2026-12-01)"
+    "and data profile; its DynamoDB units 2026-12-06, tokens of 2,048 characters; logs and "
+    "metrics from stepcrawl demo, 2026-12-01)"
 )
 REFERENCE_COUNTS: Final = Counts(
     pages=541,
-    ddb_write_units=0.2699,
-    ddb_read_units=0.3272,
+    ddb_write_units=0.2754,
+    ddb_read_units=0.3235,
     sqs_requests=0.1571,
     s3_requests=0.02033,
     s3_get_requests=0.007394,

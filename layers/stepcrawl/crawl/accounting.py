@@ -16,7 +16,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
-from stepcrawl.crawl.admission import release
+from stepcrawl.crawl.admission import release, stored_token
 from stepcrawl.crawl.commit import PageCommit
 from stepcrawl.crawl.context import CrawlServices
 from stepcrawl.crawl.cursors import (
@@ -46,6 +46,7 @@ from stepcrawl.table_keys import (
     slots_key,
     task_index_key,
     task_key,
+    task_token_key,
 )
 
 __all__ = [
@@ -56,6 +57,7 @@ __all__ = [
     "mark_running",
     "maybe_finish",
     "task_summary",
+    "task_token",
 ]
 
 logger = logging.getLogger("stepcrawl.accounting")
@@ -80,12 +82,21 @@ TASK_COUNTERS: Final[tuple[str, ...]] = (
 )
 
 
+def task_token(services: CrawlServices, run: str, task: str, record: Mapping[str, Any]) -> str:
+    """The task's Step Functions task token: kept apart by its registration
+    (:func:`~stepcrawl.crawl.admission.stored_token`), or on the record of a task created
+    before it moved (2026-12-06)."""
+    if token := record.get("token"):
+        return str(token)
+    return stored_token(services.table, run, task)
+
+
 def create_task_record(
     services: CrawlServices,
     *,
     run: str,
     task: str,
-    token: str,
+    token: str | None,
     pipeline: str,
     version: str,
     seeds: Sequence[str],
@@ -93,17 +104,17 @@ def create_task_record(
     partitions: int = 1,
     first_proposal: Mapping[str, Any] | None = None,
 ) -> bool:
-    """Create the task record and its log's first entry, which admits ``seeds``; ``False``
+    """Create the task record and its log's first entry, which admits ``seeds``, and keep its
+    task ``token`` if it was not registered (``None``: it was); ``False``
     if they exist (a redelivered start). A task of ``partitions`` > 1 has no log of its
     own: its first proposal (``first_proposal``, the seeds' item as
     :func:`~stepcrawl.crawl.proposing.stored_seeds` makes it) is put instead, and its
     judges admit them (crawl/proposing.py)."""
     pk, sk = task_key(run, task)
-    index = task_index_key(run, task)
+    index, at = task_index_key(run, task), task_token_key(run, task)
     record: dict[str, Any] = {
         "pk": pk,
         "sk": sk,
-        "token": token,
         "pipeline": pipeline,
         "version": version,
         "status": TaskState.RUNNING,
@@ -131,6 +142,13 @@ def create_task_record(
                 Write("check", slots_key(run), condition=Cond("stopped", "not_exists")),
                 # Listed in its run's index with the record, never apart from it (table_keys.py).
                 Write("put", index, item={"pk": index[0], "sk": index[1], "task": task}),
+                # Beside the record, not on it: every commit writes the record. (Registered
+                # tasks have it already: ``None``.)
+                *(
+                    [Write("put", at, item={"pk": at[0], "sk": at[1], "token": token})]
+                    if token is not None
+                    else []
+                ),
             ]
         )
         created = True
@@ -202,7 +220,7 @@ def maybe_finish(
     if record["status"] == TaskState.RUNNING:
         if record["claimed"] != record["finished"]:
             if now - float(record.get("heartbeat_at", 0)) >= services.config.heartbeat_every:
-                alive = services.tokens.heartbeat(record["token"])
+                alive = services.tokens.heartbeat(task_token(services, run, task, record))
                 # A task re-driven after it answered has no live token, by design.
                 if not alive and "finished_at" not in record:
                     cancel_task(services, run, task, RUN_STOPPED_CAUSE)
@@ -225,19 +243,20 @@ def maybe_finish(
     )
     if judgement is not None:
         summary["quality"] = judgement.summary()
+    token = task_token(services, run, task, record)
     if ratio > max_error_ratio:
         services.tokens.fail(
-            record["token"],
+            token,
             TOO_MANY_FAILURES_ERROR,
             f"{summary['pages_failed']} of {summary['pages']} pages failed "
             f"({ratio:.0%} > max_error_ratio {max_error_ratio:.0%})",
         )
         final = TaskState.FAILED
     elif judgement is not None and judgement.failed:
-        services.tokens.fail(record["token"], DATA_QUALITY_ERROR, judgement.cause()[:30_000])
+        services.tokens.fail(token, DATA_QUALITY_ERROR, judgement.cause()[:30_000])
         final = TaskState.FAILED
     else:
-        services.tokens.succeed(record["token"], summary)
+        services.tokens.succeed(token, summary)
         final = TaskState.SUCCEEDED
     # The task's data profile rides on the write that ends it (quality/history.py).
     ended = {"status": final, **(judgement.record_fields() if judgement is not None else {})}

@@ -12,8 +12,13 @@ task and starts it (:func:`pump`).
 Items (partition ``ADMIT#<run>``, see :mod:`stepcrawl.table_keys`)::
 
     SLOTS      used (slots taken), limit (the pipeline's parallelism)
-    Q#<task>   state, priority, kind, the control message (token included), lease_until,
+    Q#<task>   state, priority, kind, the control message (its token apart), lease_until,
                started_at (a crawl task's start completed), heartbeat_at
+
+and, beside the task's record, its Step Functions task token (``task_token_key``: written
+once, by the registration, read to start the task, heartbeat it and answer it). A token is
+hundreds of characters (the API takes 2,048) and an entry is written six times or more,
+each billed by the KB: in the entry it cost a task ~13 write units at the API's bound.
 
 Transitions, each one conditional write, so each happens once however often it is tried::
 
@@ -33,6 +38,7 @@ would otherwise time out on their ``HeartbeatSeconds``.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -41,7 +47,7 @@ from typing import Any, Final
 from stepcrawl.crawl.context import CrawlServices
 from stepcrawl.crawl.messages import ControlMessage
 from stepcrawl.crawl.states import AdmissionState, TaskState
-from stepcrawl.errors import StepcrawlError
+from stepcrawl.errors import FatalError, StepcrawlError
 from stepcrawl.storage import All, AnyOf, Cond, Table, TransactionConflict, Write
 from stepcrawl.table_keys import (
     ADMITTING_PK,
@@ -51,6 +57,7 @@ from stepcrawl.table_keys import (
     admitting_key,
     slots_key,
     task_key,
+    task_token_key,
 )
 
 __all__ = [
@@ -62,6 +69,7 @@ __all__ = [
     "SettleReport",
     "Starter",
     "admit",
+    "entry_message",
     "mark_started",
     "pump",
     "read_queue",
@@ -69,6 +77,7 @@ __all__ = [
     "release",
     "retire",
     "settle_run",
+    "stored_token",
     "sweep_admissions",
     "waiting_tasks",
 ]
@@ -106,7 +115,9 @@ class AdmissionEntry:
 
     @classmethod
     def of(cls, item: Mapping[str, Any]) -> AdmissionEntry:
-        message = ControlMessage.model_validate_json(str(item["message"]))
+        # Without its token ("": kept apart, :func:`entry_message`), or with it (an entry
+        # registered before the token moved, 2026-12-06).
+        message = ControlMessage.model_validate({"task_token": "", **json.loads(item["message"])})
         return cls(
             task=message.task_id,
             state=AdmissionState(str(item["state"])),
@@ -165,12 +176,32 @@ def waiting_tasks(table: Table, run: str) -> list[str]:
     return [e.task for e in read_queue(table, run, consistent=False).waiting()]
 
 
+def stored_token(table: Table, run: str, task: str) -> str:
+    """The task's Step Functions task token, as its registration kept it."""
+    item = table.get(task_token_key(run, task), consistent=True)
+    if item is None:
+        raise FatalError(f"task {task} of run {run} has no task token: it was never registered")
+    return str(item["token"])
+
+
+def entry_message(table: Table, run: str, entry: AdmissionEntry) -> ControlMessage:
+    """The entry's control message with its token (kept apart from the entry)."""
+    if entry.message.task_token:
+        return entry.message
+    return entry.message.model_copy(update={"task_token": stored_token(table, run, entry.task)})
+
+
 def register(services: CrawlServices, message: ControlMessage) -> bool:
     """Put the task in its run's queue, waiting; ``False`` if it was there already (a
     redelivered message). Every write is made every time: a crash may have cut the last
     call short, and each is idempotent."""
     run, now = message.run_id, services.clock()
     pk, sk = admission_key(run, message.task_id)
+    # The token first, once: the first message's, as the entry is (a crash before the
+    # entry leaves it for the redelivery, which finds it there).
+    at = task_token_key(run, message.task_id)
+    token = {"pk": at[0], "sk": at[1], "token": message.task_token}
+    services.table.put(token, condition=Cond("pk", "not_exists"))
     created = services.table.put(
         {
             "pk": pk,
@@ -178,7 +209,7 @@ def register(services: CrawlServices, message: ControlMessage) -> bool:
             "state": AdmissionState.WAITING,
             "priority": message.priority,
             "kind": message.task_type,
-            "message": message.model_dump_json(),
+            "message": message.model_dump_json(exclude={"task_token"}),
             "registered_at": now,
             "heartbeat_at": now,
         },
@@ -286,7 +317,7 @@ def _start(
     """Start an admitted task. The caller's own task fails the caller (SQS redelivers its
     message); another's start is left to the sweep, which retries it once its lease lapses."""
     try:
-        start(services, entry.message)
+        start(services, entry_message(services.table, run, entry))
     except Exception:
         if own:
             raise
@@ -383,7 +414,7 @@ def _heartbeat(services: CrawlServices, run: str, queue: RunQueue, now: float) -
             continue
         if now - entry.heartbeat_at < services.config.heartbeat_every:
             continue
-        if services.tokens.heartbeat(entry.message.task_token):
+        if services.tokens.heartbeat(entry_message(services.table, run, entry).task_token):
             services.table.update(
                 admission_key(run, entry.task),
                 set={"heartbeat_at": now},

@@ -119,7 +119,7 @@ def start_crawl(
         services,
         run=run,
         task=task.id,
-        token=message.task_token,
+        token=None,  # kept by its registration (crawl/admission.py)
         pipeline=pipeline.name,
         version=pipeline.version_hash(),
         seeds=first if count == 1 else [],

@@ -26,13 +26,13 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 from stepcrawl.crawl.accounting import failure_record
 from stepcrawl.crawl.checkpoints import write_checkpoint
-from stepcrawl.crawl.commit import Decision, LogClosedError, append
+from stepcrawl.crawl.commit import Decision, LogClosedError, PageCommit, append
 from stepcrawl.crawl.context import CrawlServices
 from stepcrawl.crawl.cursors import (
     MARKS,
@@ -45,6 +45,7 @@ from stepcrawl.crawl.cursors import (
     split_field,
 )
 from stepcrawl.crawl.frontier import REDRIVE_CHUNK, enqueue
+from stepcrawl.crawl.incremental import write_states
 from stepcrawl.crawl.judging import Proposal, judge
 from stepcrawl.crawl.messages import UrlRef
 from stepcrawl.crawl.partitions import MAX_DEPTH, Partition
@@ -114,10 +115,6 @@ class _Where:
     part: Partition
     pipeline: str = ""  # what its metrics are counted under ("": none counted)
 
-    def mine(self, url: str) -> bool:
-        """Whether ``url`` is the partition's to judge."""
-        return self.part.holds(fingerprint(url))
-
     @property
     def log(self) -> str:
         return self.part.log(self.task)
@@ -156,7 +153,7 @@ def judge_round(
             task,
             cursor,
             ROUND_PROPOSALS,
-            keep=where.mine,
+            part=where.part,
             most_bytes=ROUND_BYTES,
             most_urls=ROUND_URLS,
             expect=upto - cursor,
@@ -358,7 +355,7 @@ def _finish_follow_ups(services: CrawlServices, where: _Where, view: TaskLog) ->
             where.task,
             after,
             count,
-            keep=where.mine,
+            part=where.part,
             expect=count,
             cache=services.proposal_cache,
         )
@@ -412,6 +409,10 @@ def _follow_up(
             if not page.ok and fp in recorded:
                 recorded.discard(fp)  # the first copy is the one recorded
                 services.table.put(failure_record(run, task, page, now))
+    # Incremental tasks: the states the recorded copies leave (their items are in the parts
+    # already), never a void copy's, which the next run would compare its fetch against.
+    for proposal, pages in _recorded_copies(delta, proposals):
+        write_states(services, proposal.pipeline, task, pages)
     shards = enqueue(services, run, task, [refs[fp] for fp in delta.admitted], by)
     # Under a re-drive's chunk name: their records gave back ``finished``, so the window
     # counts them as coming back (frontier.enqueue).
@@ -420,6 +421,24 @@ def _follow_up(
     for ref in reopened:  # queued again: no longer a failure to list or re-drive
         services.table.delete(failure_key(run, task, ref.url))
     return shards
+
+
+def _recorded_copies(
+    delta: Delta, proposals: Sequence[Proposal]
+) -> Iterator[tuple[Proposal, list[PageCommit]]]:
+    """Each proposal with the copies the round recorded from it (:attr:`Delta.copies`
+    names the proposal; in it, the first copy of the page is the one recorded)."""
+    wanted: dict[int, set[int]] = {}
+    for (fp, _), copy in zip(delta.recorded, delta.copies, strict=False):
+        if copy:  # 0: a drain's, no copy
+            wanted.setdefault(copy - 1, set()).add(fp)
+    for n, fps in sorted(wanted.items()):
+        pages = []
+        for page in proposals[n].pages:
+            if (fp := fingerprint(page.ref.url)) in fps:
+                fps.discard(fp)
+                pages.append(page)
+        yield proposals[n], pages
 
 
 def judge_behind(

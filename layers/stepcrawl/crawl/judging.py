@@ -56,6 +56,9 @@ class Proposal:
     #: the items part holding the rows of its pages' first copies ("" if none has items):
     #: what the items reader reads for the copies a round records from it (crawl/items.py)
     part: str = ""
+    #: the pipeline whose page states its pages leave (an incremental task's: the judge
+    #: that records a copy writes its state, crawl/incremental.py; "" if none has one)
+    pipeline: str = ""
 
     def page_index(self, m: int) -> int:
         """The index, in the proposal as written, of page ``m`` of :attr:`pages`."""

@@ -209,17 +209,14 @@ def _commit_task(
     if committed.fresh:  # a redelivery's pages were counted when they were committed
         spent = sum((c.usage for c in commits), invocation)
         _count_commit(services, [e for _, e in members], group, found, spent)
-        _split_if_grown(services, members[0][1].pipeline, run, task)
+        _split_if_grown(services, run, task)
     return group, late
 
 
-def _split_if_grown(services: CrawlServices, pipeline: Pipeline, run: str, task: str) -> None:
+def _split_if_grown(services: CrawlServices, run: str, task: str) -> None:
     """Split the task's one log once its view passes ``CrawlConfig.partition_split_urls``
-    URLs (crawl/partitions.py), unless it is incremental (its page states are the commits'
-    to write: the judges do not)."""
-    crawl = pipeline.task(task)
-    if isinstance(crawl, CrawlTask) and crawl.incremental:
-        return
+    URLs (crawl/partitions.py); an incremental task's too (the judges write the states its
+    recorded pages leave)."""
     if len(services.task_logs.get(run, task).urls) > services.config.partition_split_urls:
         split_off(services, run, task, Partition(0, 1))
 

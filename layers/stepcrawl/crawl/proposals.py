@@ -5,8 +5,9 @@ of ``limits.seen_partitions`` > 1: crawl/proposing.py).
 Proposal ``n`` of a task is one item (``PROP#<run>#<task>#<n mod PROPOSAL_STRIPES>`` / ``n``),
 written once by a conditional put at the next sequence and never changed: a judge reads
 proposals with eventually consistent reads, and the first sequence it does not find ends
-its read (one appended later is read by its next round). The payload is compressed JSON;
-one over ``CrawlConfig.log_entry_bytes`` goes to a blob the item names, written first and
+its read (one appended later is read by its next round). The payload is compressed JSON
+laid out so that a partition's judge decodes only its share (crawl/proposal_format.py); one
+over ``CrawlConfig.log_entry_bytes`` goes to a blob the item names, written first and
 content-named, as a log entry's does.
 
 A writer holds only the log's end for each task it writes (:class:`ProposalLog`), never the
@@ -16,22 +17,18 @@ what a container holds does not grow with the task.
 
 from __future__ import annotations
 
-import base64
 import hashlib
-import json
 import threading
-import zlib
 from array import array
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, replace
-from dataclasses import fields as dataclass_fields
+from dataclasses import replace
 from typing import Any, Final
 
 from stepcrawl.crawl.commit import PageCommit
-from stepcrawl.crawl.incremental import PageState
 from stepcrawl.crawl.judging import Proposal
-from stepcrawl.crawl.messages import UrlRef
+from stepcrawl.crawl.partitions import Partition
 from stepcrawl.crawl.proposal_cache import ProposalCache
+from stepcrawl.crawl.proposal_format import decode, encode
 from stepcrawl.crawl.tasklog import LOG_TTL, fingerprint, spill_key
 from stepcrawl.errors import RetryableError
 from stepcrawl.storage import BlobStore, Cond, Table, Usage
@@ -69,105 +66,6 @@ def proposal_key(run: str, task: str, seq: int) -> tuple[str, str]:
 def _spill_key(run: str, task: str, name: str) -> str:
     # Beside the log's spills: the roles that append to a task's log may write and read it.
     return spill_key(run, task, f"prop-{name}")
-
-
-def _page(page: PageCommit) -> dict[str, Any]:
-    # The items travel in the part, not in the proposal: no rows.
-    fields = {f.name: getattr(page, f.name) for f in dataclass_fields(page) if f.name != "rows"}
-    fields["ref"] = page.ref.model_dump()
-    fields["children"] = [child.model_dump() for child in page.children]
-    fields["state"] = None if page.state is None else _bytes_out(asdict(page.state))
-    return fields
-
-
-#: How a bytes value of a page's state (its packed links) is kept in the JSON of a proposal.
-_BYTES: Final = "__b64__"
-
-
-def _bytes_out(value: Any) -> Any:
-    """``value`` with every bytes in it as ``{_BYTES: base64}`` (JSON has no bytes)."""
-    if isinstance(value, bytes):
-        return {_BYTES: base64.b64encode(value).decode()}
-    if isinstance(value, dict):
-        return {k: _bytes_out(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_bytes_out(v) for v in value]
-    return value
-
-
-def _bytes_in(value: Any) -> Any:
-    if isinstance(value, dict):
-        if set(value) == {_BYTES}:
-            return base64.b64decode(value[_BYTES])
-        return {k: _bytes_in(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_bytes_in(v) for v in value]
-    return value
-
-
-def _unpage(fields: dict[str, Any]) -> PageCommit:
-    state = fields.pop("state")
-    return PageCommit(
-        **{
-            **fields,
-            "ref": UrlRef.model_validate(fields["ref"]),
-            "children": [UrlRef.model_validate(c) for c in fields["children"]],
-            "quality": {int(k): v for k, v in fields["quality"].items()},
-            "state": None if state is None else PageState(**_bytes_in(state)),
-        }
-    )
-
-
-def encode(proposal: Proposal) -> bytes:
-    """The proposal as stored: compressed JSON."""
-    body = {
-        "by": proposal.by,
-        "pages": [_page(p) for p in proposal.pages],
-        "seeds": [s.model_dump() for s in proposal.seeds],
-        "reopen": [r.model_dump() for r in proposal.reopen],
-        "drain": list(proposal.drain),
-        "usage": proposal.usage.as_dict(),
-        **({"part": proposal.part} if proposal.part else {}),
-    }
-    return zlib.compress(json.dumps(body, separators=(",", ":"), default=str).encode(), 6)
-
-
-def decode(payload: bytes, keep: Callable[[str], bool] | None = None) -> Proposal:
-    """The proposal stored as ``payload``; with ``keep``, only what is about the URLs it
-    keeps (a partition's judge holds its own share of a round, not all of it): those pages,
-    each with its index as written (a copy is named by it), and the candidate links of all
-    the pages, seeds, re-opens and drains (:attr:`Proposal.indices`, :attr:`Proposal.links`)."""
-    body = json.loads(zlib.decompress(payload))
-    usage = Usage(**body["usage"])
-    if keep is None:
-        return Proposal(
-            by=body["by"],
-            pages=[_unpage(p) for p in body["pages"]],
-            seeds=[UrlRef.model_validate(s) for s in body["seeds"]],
-            reopen=[UrlRef.model_validate(r) for r in body["reopen"]],
-            drain=body["drain"],
-            usage=usage,
-            part=body.get("part", ""),
-        )
-
-    def mine(refs: list[dict[str, Any]]) -> list[UrlRef]:
-        return [UrlRef.model_validate(r) for r in refs if keep(r["url"])]
-
-    pages = [(m, p) for m, p in enumerate(body["pages"]) if keep(p["ref"]["url"])]
-    links = [link for page in body["pages"] for link in mine(page["children"])]
-    for _, page in pages:
-        page["children"] = []  # in ``links``
-    return Proposal(
-        by=body["by"],
-        pages=[_unpage(p) for _, p in pages],
-        seeds=mine(body["seeds"]),
-        reopen=mine(body["reopen"]),
-        drain=[url for url in body["drain"] if keep(url)],
-        usage=usage,
-        indices=[m for m, _ in pages],
-        links=links,
-        part=body.get("part", ""),
-    )
 
 
 class ProposalLog:
@@ -245,7 +143,7 @@ def read_proposals(
     after: int,
     most: int,
     *,
-    keep: Callable[[str], bool] | None = None,
+    part: Partition | None = None,
     most_bytes: int | None = None,
     most_urls: int | None = None,
     expect: int = 0,
@@ -254,8 +152,9 @@ def read_proposals(
     """The proposals after sequence ``after``, at most ``most``, up to the first one not
     found (eventually consistent: proposals never change once written), and up to the one
     whose stored payloads reach ``most_bytes`` together, or whose URLs as read reach
-    ``most_urls`` (at least one). ``keep`` filters their URLs (:func:`decode`). ``cache``:
-    the container's recently read payloads, asked first and added to.
+    ``most_urls`` (at least one). ``part``: read only its share
+    (:func:`proposal_format.decode`). ``cache``: the container's recently read payloads,
+    asked first and added to.
 
     A key asked for and not found costs a read all the same (DynamoDB's minimum), so the
     keys are asked for in batches that double while every key is found, from ``expect``
@@ -282,7 +181,7 @@ def read_proposals(
                 )
                 if cache is not None:
                     cache.put(run, task, n, payload)
-            proposal = decode(payload, keep)
+            proposal = decode(payload, part)
             out.append((n, proposal))
             read, urls = read + len(payload), urls + proposal.urls()
             if (most_bytes is not None and read >= most_bytes) or (
@@ -362,9 +261,11 @@ def propose_pages(
     usage: Usage,
     now: float,
     part: str = "",
+    pipeline: str = "",
 ) -> int:
     """Propose ``pages`` (the pages of bundles ``by``, whose first copies' items ``part``
-    holds), each with the links ``recent`` does not hold, in one proposal; its sequence.
+    holds, of ``pipeline``: named if a page leaves a state), each with the links ``recent``
+    does not hold, in one proposal; its sequence.
     The links are remembered after the proposal is written: a failed write leaves them to
     be proposed again."""
     run, task = log.run, log.task
@@ -379,6 +280,8 @@ def propose_pages(
                 seen[child.url] = None
                 links.append(child)
         proposed.append(replace(page, children=links, rows=[]))
-    seq = log.append(table, blobs, Proposal(by=by, pages=proposed, usage=usage, part=part), now)
+    states = pipeline if any(page.state is not None for page in pages) else ""
+    proposal = Proposal(by=by, pages=proposed, usage=usage, part=part, pipeline=states)
+    seq = log.append(table, blobs, proposal, now)
     recent.remember(run, task, list(seen))
     return seq

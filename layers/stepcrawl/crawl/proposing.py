@@ -109,7 +109,9 @@ def propose_pages_of(
     spent = usage + services.meter.take()
     log, recent = proposal_log(services, run, task), _writers(services).recent
     now = services.clock()
-    return propose_pages(services.table, services.blobs, log, recent, by, pages, spent, now, part)
+    return propose_pages(
+        services.table, services.blobs, log, recent, by, pages, spent, now, part, pipeline
+    )
 
 
 def _write_part(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from functools import partial
 from typing import Final
 
 from stepcrawl.crawl.fingerprints import FingerprintMap
@@ -13,9 +14,10 @@ from stepcrawl.crawl.tasklog import TaskLog
 __all__ = ["VIEWS_BYTES", "TaskLogs"]
 
 #: What a container's views take at most together: the one in use is kept whatever its
-#: size. At the engine's state target of 64 MiB, with room for the batch, the writer's
-#: cache of recent links (8 MiB) and a split partition's half reading its parent's view
-#: (22 MiB at the peak for a parent of a million URLs: docs/performance.md).
+#: size. At the engine's state target of 64 MiB, with room for a round and the proposals it
+#: leaves cached (12.6 MiB at most) and the writer's cache of recent links (8 MiB). A split
+#: partition's half reading its parent's view (22 MiB at the peak for a parent of a million
+#: URLs: docs/performance.md) makes room for that peak within this bound first.
 VIEWS_BYTES: Final = 32 << 20
 
 
@@ -36,14 +38,28 @@ class TaskLogs:
 
     def get(self, run: str, task: str) -> TaskLog:
         with self._lock:
-            log = self._logs.pop((run, task), None) or TaskLog(run, task)
+            log = self._logs.pop((run, task), None) or TaskLog(
+                run, task, make_room=partial(self._make_room, (run, task))
+            )
             self._logs[(run, task)] = log  # most recent last
-            # Sizes change as views are read on, so they are summed at each ask (a view's
-            # is two lengths and a counter).
-            held = sum(view.nbytes() for view in self._logs.values())
-            while len(self._logs) > 1 and (len(self._logs) > self.size or held > self.most_bytes):
-                held -= self._logs.pop(next(iter(self._logs))).nbytes()
+            self._evict(0, keep=(run, task))
             return log
+
+    def _evict(self, room: int, keep: tuple[str, str]) -> None:
+        """Put views out but ``keep``, least recently used first, until they hold ``room``
+        bytes less than the bound and are no more than ``size``. Sizes change as views are
+        read on, so they are summed at each ask (a view's is two lengths and a counter)."""
+        held = sum(view.nbytes() for view in self._logs.values())
+        for key in [key for key in self._logs if key != keep]:
+            if len(self._logs) <= self.size and held + room <= self.most_bytes:
+                break
+            held -= self._logs.pop(key).nbytes()
+
+    def _make_room(self, key: tuple[str, str], room: int) -> None:
+        """Make room for view ``key`` to hold ``room`` bytes more for a while (a cold half
+        reading its parent's view, :data:`~stepcrawl.crawl.tasklog.INHERIT_PEAK_BYTES`)."""
+        with self._lock:
+            self._evict(room, keep=key)
 
     def forget(self, run: str, task: str) -> None:
         with self._lock:

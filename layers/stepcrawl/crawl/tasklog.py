@@ -45,6 +45,7 @@ import hashlib
 import logging
 import threading
 from collections import Counter, OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -104,6 +105,10 @@ _MAP_BYTES: Final = 12
 #: Most entries a refresh asks for in its first round. A key asked for and not there costs a
 #: read unit, like a small entry found; a reader far behind doubles its rounds instead.
 _FIRST_PROBE: Final = 8
+#: What a cold half reading its parent's view holds at the peak, the parent's maps and its
+#: own share (a parent of a million URLs, the split's threshold: 22.0 MiB measured by
+#: ``bench/long_task.py --split-urls``): the room its container's views make first.
+INHERIT_PEAK_BYTES: Final = 22 << 20
 
 
 def partition_log(task: str, partition: int, partitions: int) -> str:
@@ -156,6 +161,9 @@ class TaskLog:
     #: a partition's view: whether its log ends with a split (crawl/partitions.py), after
     #: which only its children's logs are appended to
     closed: bool = field(default=False, repr=False, compare=False)
+    #: asks the container's other views to make room for ``bytes`` more held by this one
+    #: (crawl/task_views.py): called before a half reads its parent's whole view
+    make_room: Callable[[int], None] | None = field(default=None, repr=False, compare=False)
 
     def apply(self, delta: Delta) -> None:
         seq = self.seq + 1
@@ -279,6 +287,8 @@ class TaskLog:
         if state := load_checkpoint(table, blobs, self.run, self.task):
             self._adopt(state)
             return
+        if self.make_room is not None:
+            self.make_room(INHERIT_PEAK_BYTES)  # beside the container's other views
         parent = TaskLog(self.run, parent_log).refresh(table, blobs)
         if not parent.closed:
             raise FatalError(f"log {self.task}: its parent {parent_log} was never split")

@@ -115,16 +115,6 @@ class Pipeline(Strict):
                     )
                 )
         issues: list[Issue] = []
-        for i, task in enumerate(self.tasks):
-            cut = isinstance(task, CrawlTask) and task.incremental
-            if cut and self.settings_for(task.id).limits.seen_partitions > 1:
-                issues.append(
-                    Issue(
-                        ("tasks", i, "limits", "seen_partitions"),
-                        "an incremental task keeps its seen set whole",
-                        "set limits.seen_partitions to 1 for this task, or drop incremental: true",
-                    )
-                )
         for loc, policy, origin in checks:
             try:
                 check_delays(policy)
