@@ -261,6 +261,8 @@ def test_an_entry_registered_with_its_token_inline_is_still_started_with_it(
     svc.table.update(slots_key(RUN), set={"limit": 1}, set_if_absent={"used": 0})
     pump(svc, RUN, lambda _, msg: seen.append(msg.task_token))
     assert seen == ["token-a"]
+    # Started after the upgrade, its record holds no token: the answer finds it in the entry.
+    assert admission.stored_token(svc.table, RUN, "a") == "token-a"
 
 
 def test_the_run_leaves_the_sweep_listing_when_nothing_waits_or_runs(clock: FakeClock) -> None:

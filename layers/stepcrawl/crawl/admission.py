@@ -177,11 +177,15 @@ def waiting_tasks(table: Table, run: str) -> list[str]:
 
 
 def stored_token(table: Table, run: str, task: str) -> str:
-    """The task's Step Functions task token, as its registration kept it."""
-    item = table.get(task_token_key(run, task), consistent=True)
-    if item is None:
-        raise FatalError(f"task {task} of run {run} has no task token: it was never registered")
-    return str(item["token"])
+    """The task's Step Functions task token, as its registration kept it: in its own item,
+    or in the queue entry's message of a task registered before the token moved
+    (2026-12-06), whose start may come after."""
+    if (item := table.get(task_token_key(run, task), consistent=True)) is not None:
+        return str(item["token"])
+    entry = table.get(admission_key(run, task), consistent=True)
+    if entry is not None and (token := json.loads(entry["message"]).get("task_token")):
+        return str(token)
+    raise FatalError(f"task {task} of run {run} has no task token: it was never registered")
 
 
 def entry_message(table: Table, run: str, entry: AdmissionEntry) -> ControlMessage:
