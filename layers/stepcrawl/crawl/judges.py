@@ -403,7 +403,7 @@ def _follow_up(
                 refs[fp] = ref
     recorded = {fp for fp, line in delta.recorded if line.state == "failed"}
     now = services.clock()
-    for proposal in proposals:
+    for proposal in proposals if recorded else ():  # none failed: no page to look at
         for page in proposal.pages:
             fp = fingerprint(page.ref.url)
             if not page.ok and fp in recorded:
@@ -411,8 +411,10 @@ def _follow_up(
                 services.table.put(failure_record(run, task, page, now))
     # Incremental tasks: the states the recorded copies leave (their items are in the parts
     # already), never a void copy's, which the next run would compare its fetch against.
-    for proposal, pages in _recorded_copies(delta, proposals):
-        write_states(services, proposal.pipeline, task, pages)
+    # Only a proposal with a page state names its pipeline: the others skip the search.
+    if any(proposal.pipeline for proposal in proposals):
+        for proposal, pages in _recorded_copies(delta, proposals):
+            write_states(services, proposal.pipeline, task, pages)
     shards = enqueue(services, run, task, [refs[fp] for fp in delta.admitted], by)
     # Under a re-drive's chunk name: their records gave back ``finished``, so the window
     # counts them as coming back (frontier.enqueue).
