@@ -134,12 +134,12 @@ class StepFunctionsEnv:
         )["stateMachineArn"]
         return arn
 
-    def start(self, machine_arn: str, name: str | None = None) -> str:
+    def start(self, machine_arn: str, name: str | None = None, run_input: str = "{}") -> str:
         # Always named: moto names an unnamed execution "None" and the next one collides.
         self._counter += 1
         exec_name = name or f"run-{self._counter}"
         arn: str = self.sfn.start_execution(
-            stateMachineArn=machine_arn, name=exec_name, input="{}"
+            stateMachineArn=machine_arn, name=exec_name, input=run_input
         )["executionArn"]
         return arn
 

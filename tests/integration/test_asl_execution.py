@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+from stepcrawl.compiler import compile_pipeline
+from stepcrawl.cost import transitions_on_success
 from stepcrawl.names import TASK_FAILED_ERROR
 from stepcrawl.pipeline import CrawlTask, Pipeline, Schedule, TransformTask, load_pipeline
 
@@ -70,6 +72,46 @@ def test_chain_runs_in_order_and_releases_the_lock(sfn_env: StepFunctionsEnv) ->
     assert order == ["crawl_books", "clean_books", "check_books", "export_books"]
     assert_dependencies_respected(sfn_env, "nightly-1", pipeline)
     assert sfn_env.lock_item("books") is None
+
+
+def test_a_successful_run_enters_only_the_states_the_cost_model_counts(
+    sfn_env: StepFunctionsEnv,
+) -> None:
+    # Step Functions bills each state entered; stepcrawl cost counts them on the definition.
+    pipeline = load_pipeline("pipelines/books.yaml")
+    arn = sfn_env.start(sfn_env.deploy(pipeline), "billed-1")
+    assert sfn_env.wait(arn)["status"] == "SUCCEEDED"
+    events = sfn_env.sfn.get_execution_history(executionArn=arn, maxResults=1000)["events"]
+    entered = [
+        e["stateEnteredEventDetails"]["name"] for e in events if "stateEnteredEventDetails" in e
+    ]
+    assert entered[0] == "AcquireRunLock"
+    assert entered[-1] == "ReleaseRunLock"
+    assert len(entered) == transitions_on_success(compile_pipeline(pipeline)) == 7
+
+
+@pytest.mark.parametrize("overlap", ["forbid", "allow"])
+@pytest.mark.parametrize("run_input", ['"nightly"', "[1, 2]", '{"from": "console"}'])
+def test_any_run_input_reaches_the_tasks_and_the_end(
+    sfn_env: StepFunctionsEnv, overlap: str, run_input: str
+) -> None:
+    """Tasks see one shape whatever started the run, and a failure is reported the same."""
+    ok = dag_pipeline(f"ok-{overlap}", {"a": [], "b": ["a"]}, overlap=overlap)
+    arn = sfn_env.start(sfn_env.deploy(ok), f"ok-{overlap}", run_input)
+    desc = sfn_env.wait(arn)
+    assert desc["status"] == "SUCCEEDED", desc
+    assert json.loads(desc["output"]) == {
+        "pipeline": ok.name,
+        "run_id": f"ok-{overlap}",
+        "status": "SUCCEEDED",
+    }
+    bad = dag_pipeline(f"bad-{overlap}", {"a": [], "b": ["a"]}, overlap=overlap)
+    sfn_env.worker.scripts["b"] = Script(fail=True)
+    desc = sfn_env.wait(sfn_env.start(sfn_env.deploy(bad), f"bad-{overlap}", run_input))
+    assert desc["status"] == "FAILED", desc
+    assert desc["error"] == TASK_FAILED_ERROR
+    assert "task b failed" in desc["cause"]
+    assert sfn_env.lock_item(bad.name) is None
 
 
 def test_control_message_carries_what_the_dispatcher_needs(sfn_env: StepFunctionsEnv) -> None:

@@ -163,7 +163,7 @@ def test_output_is_deterministic() -> None:
     first = definition_json(compile_pipeline(load_pipeline("pipelines/market-watch.yaml")))
     second = definition_json(compile_pipeline(load_pipeline("pipelines/market-watch.yaml")))
     assert first == second
-    assert json.loads(first)["StartAt"] == "Start"
+    assert json.loads(first)["StartAt"] == "AcquireRunLock"
 
 
 def test_parallel_branches_follow_priority_then_id() -> None:

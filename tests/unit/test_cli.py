@@ -72,7 +72,7 @@ def test_compile_asl_with_substitutions() -> None:
     )
     assert result.exit_code == 0, result.output
     definition = json.loads(result.stdout)
-    assert definition["StartAt"] == "Start"
+    assert definition["StartAt"] == "AcquireRunLock"
     assert "${" not in result.stdout
 
 

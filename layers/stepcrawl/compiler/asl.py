@@ -2,11 +2,17 @@
 
 Shape of every compiled machine::
 
-    Start ─> [run lock, per schedule.overlap] ─> Run (Parallel, one branch: the task plan)
-                                                  │ ok                    │ any failure
-                                          ReleaseRunLock          ReleaseRunLockAfterFailure
-                                                  │                       │
-                                             RunSucceeded             RunFailed
+    [run lock, per schedule.overlap] ─> Run (Parallel, one branch: the task plan)
+                                             │ ok                    │ any failure
+                                     ReleaseRunLock (end)    ReleaseRunLockAfterFailure
+                                                                     │
+                                                                 RunFailed
+
+A successful run enters the lock's put, Run, its tasks and the lock's delete, nothing else:
+Step Functions bills each state entered, so the input and output are shaped inside those
+states (Run's ``Parameters`` and ``ResultSelector`` read the context object) rather than in
+Pass states of their own. Whatever the run's input was (an object, a string), tasks see one
+shape, and the run's output is ``{pipeline, run_id, status}``.
 
 Each task is ``sqs:sendMessage.waitForTaskToken`` to the control queue; the dispatcher answers
 the token. Task states have no ASL ``Retry``: workers retry pages and stages themselves (and
@@ -53,6 +59,8 @@ __all__ = [
 State = dict[str, Any]
 
 RUN_STATE = "Run"
+#: Entered only when a successful run could not release its lock.
+_LOCK_LEFT = "RunSucceeded"
 _SEND_WAIT = "arn:aws:states:::sqs:sendMessage.waitForTaskToken"
 _PLACEHOLDER = re.compile(r"\$\{([A-Za-z][A-Za-z0-9_]*)\}")
 _DDB_RETRY = [
@@ -116,56 +124,49 @@ class _Compiler:
     def definition(self) -> dict[str, Any]:
         p = self.pipeline
         overlap = p.schedule.overlap if p.schedule else "forbid"
-        states: dict[str, State] = {
-            "Start": {
-                "Type": "Pass",
-                "Comment": "Normalise the input: whatever started the run, tasks see one shape.",
-                "Parameters": {
-                    "pipeline": p.name,
-                    "pipeline_version": self.version,
-                    "run_id.$": "$$.Execution.Name",
-                    "input.$": "$",
-                },
-                "Next": "AcquireRunLock" if overlap != "allow" else RUN_STATE,
-            }
-        }
+        states: dict[str, State] = {}
         if overlap != "allow":
             states |= self.lock_states(overlap)
         unlock = overlap != "allow"
+        # Run shapes its own input (the branches') and output from the context object, so
+        # no Pass state is entered to do it: Step Functions bills every state entered, and a
+        # transition costs as much as ~40 DynamoDB write units (docs/performance.md).
+        run_id = "$$.Execution.Name"
         states[RUN_STATE] = {
             "Type": "Parallel",
             "Comment": "The task DAG; any task failure lands in the Catch below.",
+            "Parameters": {
+                "pipeline": p.name,
+                "pipeline_version": self.version,
+                "run_id.$": run_id,
+                "input.$": "$$.Execution.Input",
+            },
             "Branches": [self.branch(self.plan.root)],
-            "ResultPath": None,
+            "ResultSelector": {"pipeline": p.name, "run_id.$": run_id, "status": "SUCCEEDED"},
+            "ResultPath": "$",
             "Catch": [
                 {
+                    # "$": whatever the run's input was (a string, a list), the error is kept.
                     "ErrorEquals": ["States.ALL"],
-                    "ResultPath": "$.error",
+                    "ResultPath": "$",
                     "Next": "ReleaseRunLockAfterFailure" if unlock else "RunFailed",
                 }
             ],
-            "Next": "ReleaseRunLock" if unlock else "RunSucceeded",
         }
         if unlock:
-            states["ReleaseRunLock"] = self.release("RunSucceeded")
+            states[RUN_STATE]["Next"] = "ReleaseRunLock"
+            states["ReleaseRunLock"] = self.release(None)
             states["ReleaseRunLockAfterFailure"] = self.release("RunFailed")
-        states["RunSucceeded"] = {
-            "Type": "Pass",
-            "Parameters": {
-                "pipeline.$": "$.pipeline",
-                "run_id.$": "$.run_id",
-                "status": "SUCCEEDED",
-            },
-            "End": True,
-        }
-        states["RunFailed"] = {
-            "Type": "Fail",
-            "ErrorPath": "$.error.Error",
-            "CausePath": "$.error.Cause",
-        }
+            states[_LOCK_LEFT] = {
+                "Type": "Succeed",
+                "Comment": "The run succeeded; its lock could not be released (stale: taken over).",
+            }
+        else:
+            states[RUN_STATE]["End"] = True
+        states["RunFailed"] = {"Type": "Fail", "ErrorPath": "$.Error", "CausePath": "$.Cause"}
         return {
             "Comment": f"stepcrawl pipeline {p.name} (version {self.version})",
-            "StartAt": "Start",
+            "StartAt": "AcquireRunLock" if unlock else RUN_STATE,
             "TimeoutSeconds": self.machine_timeout(),
             "States": states,
         }
@@ -283,7 +284,8 @@ class _Compiler:
             "ResultPath": None,
             "Retry": _DDB_RETRY,
             "Catch": [
-                {"ErrorEquals": [_CONDITION_FAILED], "ResultPath": None, "Next": next_on_conflict}
+                # "$": the next state adds to it, whatever the run's input was (a string...).
+                {"ErrorEquals": [_CONDITION_FAILED], "ResultPath": "$", "Next": next_on_conflict}
             ],
             "Next": RUN_STATE,
         }
@@ -291,7 +293,10 @@ class _Compiler:
     def lock_states(self, overlap: str) -> dict[str, State]:
         """The states that take the run lock before Run, for ``overlap`` forbid or replace."""
         if overlap == "forbid":
-            on_live_holder, live_holder_state = "SkippedOverlap", _skipped_overlap()
+            on_live_holder, live_holder_state = (
+                "SkippedOverlap",
+                _skipped_overlap(self.pipeline.name),
+            )
         else:
             on_live_holder, live_holder_state = "StopLockHolder", _stop_lock_holder()
         return {
@@ -324,8 +329,10 @@ class _Compiler:
             "Next": "RunLockHeld",
         }
 
-    def release(self, next_state: str) -> State:
-        return {
+    def release(self, next_state: str | None) -> State:
+        """Delete the lock if it is still ours, then go to ``next_state`` (``None``: the end,
+        with the Run's output)."""
+        state: State = {
             "Type": "Task",
             "Comment": "Only our own lock: a replacing run may own it by now.",
             "Resource": "arn:aws:states:::dynamodb:deleteItem",
@@ -337,10 +344,12 @@ class _Compiler:
             },
             "ResultPath": None,
             "Retry": _DDB_RETRY,
-            # A lock we cannot release is stale once we end; the next run takes it over.
-            "Catch": [{"ErrorEquals": ["States.ALL"], "ResultPath": None, "Next": next_state}],
-            "Next": next_state,
         }
+        # A lock we cannot release is stale once we end; the next run takes it over.
+        after_error = next_state or _LOCK_LEFT
+        state["Catch"] = [{"ErrorEquals": ["States.ALL"], "ResultPath": None, "Next": after_error}]
+        _chain(state, next_state)
+        return state
 
 
 def _chain(state: State, next_state: str | None) -> None:
@@ -391,13 +400,13 @@ def _lock_holder_running(on_live_holder: str) -> State:
     }
 
 
-def _skipped_overlap() -> State:
+def _skipped_overlap(pipeline: str) -> State:
     return {
         "Type": "Pass",
         "Comment": "overlap: forbid, and the previous run is still going.",
         "Parameters": {
-            "pipeline.$": "$.pipeline",
-            "run_id.$": "$.run_id",
+            "pipeline": pipeline,
+            "run_id.$": "$$.Execution.Name",
             "status": "SKIPPED",
             "running_run_id.$": "$.lock.Item.run_id.S",
         },
