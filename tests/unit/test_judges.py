@@ -530,3 +530,41 @@ def test_a_finish_that_read_a_task_log_before_it_split_fails() -> None:
     services.table.update(task_key("r", "t"), add={REOPENS: 1})
     assert accounting._flip_to_finishing(services, "r", "t", read, 1.0) is None
     assert _record(services)["status"] == "running"
+
+
+def test_the_failure_record_is_the_recorded_copys_when_a_round_re_opens_and_records_again() -> None:
+    """One round reads a copy of "/a" that failed with 404, a re-drive re-opening it, and
+    the re-driven fetch failing with 500: the record says 500, as the entry does."""
+    services = memory_services()
+    _task(services)
+    _propose(services, SEEDS)
+    _judge_all(services)
+    redriven = replace(_page("/a", False, []), status=500, reason="http_500", failure="retry")
+    redriven = replace(redriven, ref=UrlRef(url=f"{SITE}/a", redrive="redrive-1"))
+    _propose(
+        services,
+        Proposal("bundle-1", pages=[_page("/", True, []), _page("/a", False, [])]),
+        Proposal("redrive-1", reopen=[UrlRef(url=f"{SITE}/a", redrive="redrive-1")]),
+        Proposal("bundle-2", pages=[redriven]),
+    )
+    _judge_all(services)
+    record = services.table.get(failure_key("r", "t", f"{SITE}/a"))
+    assert record is not None
+    assert (record["status"], record["reason"]) == (500, "http_500")
+    assert (_record(services)["finished"], _record(services)["failed"]) == (2, 1)
+
+
+def test_a_round_written_before_copies_were_named_still_leaves_its_failure_records() -> None:
+    """The follow-ups of a round whose entry names no copies (written before 2026-12-06,
+    redone after an upgrade) take the first copy of each page, as it was recorded then."""
+    services = memory_services()
+    _task(services)
+    _propose(services, SEEDS, FETCHED)
+    rounds = _judge_all(services)
+    (first,) = [r for r in rounds if any(line.state == "failed" for _, line in r.delta.recorded)]
+    services.table.delete(failure_key("r", "t", f"{SITE}/a"))
+    old = replace(first.delta, copies=[])
+    judges._follow_up(services, "r", "t", old.by, old, [SEEDS, FETCHED])
+    record = services.table.get(failure_key("r", "t", f"{SITE}/a"))
+    assert record is not None
+    assert record["reason"] == "http_404"

@@ -401,20 +401,20 @@ def _follow_up(
             fp = fingerprint(ref.url)
             if fp in wanted and fp not in refs:
                 refs[fp] = ref
-    recorded = {fp for fp, line in delta.recorded if line.state == "failed"}
-    now = services.clock()
-    for proposal in proposals if recorded else ():  # none failed: no page to look at
-        for page in proposal.pages:
-            fp = fingerprint(page.ref.url)
-            if not page.ok and fp in recorded:
-                recorded.discard(fp)  # the first copy is the one recorded
-                services.table.put(failure_record(run, task, page, now))
-    # Incremental tasks: the states the recorded copies leave (their items are in the parts
+    failed = any(line.state == "failed" for _, line in delta.recorded)
+    # The copies the round recorded, each from the proposal it names: their failure records
+    # and, for incremental tasks, the states they leave (their items are in the parts
     # already), never a void copy's, which the next run would compare its fetch against.
-    # Only a proposal with a page state names its pipeline: the others skip the search.
-    if any(proposal.pipeline for proposal in proposals):
+    # Only a proposal with a page state names its pipeline; none failed and none named: no
+    # page to look at.
+    if failed or any(proposal.pipeline for proposal in proposals):
+        now = services.clock()
         for proposal, pages in _recorded_copies(delta, proposals):
-            write_states(services, proposal.pipeline, task, pages)
+            for page in pages if failed else ():
+                if not page.ok:
+                    services.table.put(failure_record(run, task, page, now))
+            if proposal.pipeline:
+                write_states(services, proposal.pipeline, task, pages)
     shards = enqueue(services, run, task, [refs[fp] for fp in delta.admitted], by)
     # Under a re-drive's chunk name: their records gave back ``finished``, so the window
     # counts them as coming back (frontier.enqueue).
@@ -431,6 +431,15 @@ def _recorded_copies(
     """Each proposal with the copies the round recorded from it (:attr:`Delta.copies`
     names the proposal; in it, the first copy of the page is the one recorded)."""
     wanted: dict[int, set[int]] = {}
+    if not delta.copies:
+        # An entry written before copies were named (2026-12-06), redone after an upgrade:
+        # the first copy in the proposals' order, as it was recorded then.
+        left = {fp for fp, line in delta.recorded if line.state != UrlState.SKIPPED}
+        for n, proposal in enumerate(proposals):
+            for page in proposal.pages:
+                if (fp := fingerprint(page.ref.url)) in left:
+                    left.discard(fp)
+                    wanted.setdefault(n, set()).add(fp)
     for (fp, _), copy in zip(delta.recorded, delta.copies, strict=False):
         if copy:  # 0: a drain's, no copy
             wanted.setdefault(copy - 1, set()).add(fp)
