@@ -24,7 +24,7 @@ containers: what one run's keys take when its tasks crawl at once (the run's own
 is written only when a task is created).
 
     .venv/bin/python bench/hot_keys.py [--rate 10000] [--hosts 5000] [--shards 4] [--tasks 1]
-        [--partitions 1] [--seed N] [--paced-backlog-urls N]
+        [--partitions 1] [--seed N] [--paced-backlog-urls N] [--feed-gap S]
 
 A task of more than 8 partitions judges them after more proposals once its backlog is deep
 (crawl/proposing.py, ``cadence``): with ``--partitions`` past 8, give ``--warmup 8`` or more,
@@ -481,12 +481,21 @@ def main() -> None:
         help="CrawlConfig.judge_paced_backlog_urls (the deployment's default unless given; "
         "one out of reach measures the settings' cadence at any number of partitions)",
     )
+    parser.add_argument(
+        "--feed-gap",
+        type=float,
+        default=None,
+        help="CrawlConfig.feed_gap (the deployment's default unless given; 0: a commit feeds "
+        "every shard with a backlog, as before 2026-12-06)",
+    )
     args = parser.parse_args()
     if args.seed is not None:
         random.seed(args.seed)
     settings = {}
     if args.paced_backlog_urls is not None:
         settings["judge_paced_backlog_urls"] = args.paced_backlog_urls
+    if args.feed_gap is not None:
+        settings["feed_gap"] = args.feed_gap
     report = simulate(
         args.warmup,
         args.measure,

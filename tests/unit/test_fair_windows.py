@@ -316,3 +316,51 @@ def test_a_shard_just_queued_to_is_fed_without_looking_first() -> None:
     looks.clear()
     assert feed(set()) == 1
     assert looks.count(backlog_pk("r", "t", shard)) == 2  # before and after its round
+
+
+def test_a_commit_does_not_feed_a_shard_fed_within_the_gap_while_a_later_url_is_due() -> None:
+    """Ten tasks whose bundles share each parse batch commit ~540 times a second each, and
+    each commit fed every shard, writing its lease twice (an item of 8 write units at 1,250
+    hosts): the leases bound at 3 times their half-limit (docs/performance.md). A commit
+    now leaves a shard fed within ``feed_gap`` alone if that feed sent a URL due after the
+    gap, whose commit feeds it then; the sweep always feeds."""
+    now = [1000.0]
+    s = services(CrawlConfig(shards=1, window=100, feed_gap=0.25))
+    s.clock = lambda: now[0]
+    p = pipeline("a", 100)
+    s.registry = StaticRegistry([p])
+    polite = Politeness(delay=2.0, obey_robots=False)
+
+    def feed(*, coalesce: bool) -> int:
+        return feed_task(
+            s,
+            pipeline=p.name,
+            version=p.version_hash(),
+            run="r",
+            task="t",
+            politeness=polite,
+            priority=100,
+            coalesce=coalesce,
+        ).sent
+
+    def lease() -> dict[str, Any]:
+        return s.table.get(shard_key("r", "t", 0)) or {}
+
+    # One host, three URLs: sent with delays 0, 2 and 4 (due at 1004).
+    enqueue(s, "r", "t", [UrlRef(url=f"http://a.test/{n}", depth=1) for n in range(3)], "l-1")
+    assert feed(coalesce=True) == 3
+    assert lease()["due_until"] == 1004.0
+    enqueue(s, "r", "t", [UrlRef(url="http://b.test/0", depth=1)], "l-2")
+    before = lease()
+    now[0] = 1000.2
+    assert feed(coalesce=True) == 0  # within the gap, a URL due later: its commit feeds
+    assert lease() == before  # the lease not even taken
+    assert feed(coalesce=False) == 1  # the sweep's feed
+    enqueue(s, "r", "t", [UrlRef(url="http://c.test/0", depth=1)], "l-3")
+    now[0] = 1000.5
+    assert feed(coalesce=True) == 1  # past the gap
+    # A feed whose URLs are all due within the gap holds nothing back: no commit may follow.
+    enqueue(s, "r", "t", [UrlRef(url="http://d.test/0", depth=1)], "l-4")
+    now[0] = 1000.6
+    assert lease()["due_until"] == 1000.5
+    assert feed(coalesce=True) == 1

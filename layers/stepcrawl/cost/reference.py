@@ -7,8 +7,9 @@ come from ``stepcrawl demo`` on the local cloud (``stepcrawl cost --report
 out/demo/report.json``, measured on 2026-12-01). The crawl's counts measured on 2026-12-03
 (with each crawl task's data profile), its write and read units again on 2026-12-06 with
 task tokens of 2,048 characters (the API's bound; the token kept in an item of its own), its
-state transitions those of the machine compiled since 2026-12-06 (no Pass states);
-re-measure and update with docs/performance.md.
+state transitions those of the machine compiled since 2026-12-06 (no Pass states), its
+read units with a commit's feeds coalesced (one lease read a shard); re-measure and update
+with docs/performance.md.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ REFERENCE_SOURCE: Final = (
 REFERENCE_COUNTS: Final = Counts(
     pages=541,
     ddb_write_units=0.2754,
-    ddb_read_units=0.3235,
+    ddb_read_units=0.3577,
     sqs_requests=0.1571,
     s3_requests=0.02033,
     s3_get_requests=0.007394,

@@ -73,6 +73,7 @@ def advance_task(
             politeness=settings.politeness,
             priority=pipeline.task(task).priority,
             queued=queued,
+            coalesce=not sweep,
         )
         sent = fed.sent
         if fed.capped and fed.free > 0:

@@ -126,6 +126,17 @@ class CrawlConfig(BaseModel):
         description="concurrent requests inside one fetch invocation",
     )
     lease_seconds: float = Field(60.0, gt=0)
+    feed_gap: float = Field(
+        0.25,
+        ge=0,
+        le=60,
+        description=(
+            "seconds after a feed of a shard during which a commit does not feed it again, if "
+            "that feed sent a URL due later than the gap (its commit feeds the shard then; "
+            "the sweep feeds regardless): each feed writes the shard's lease twice, so at "
+            "high rates the leases would bind (docs/performance.md, 'Ten tasks of one run')"
+        ),
+    )
     #: Payload budget of one parse message (SQS's maximum is 256 KiB).
     bundle_bytes: int = Field(200_000, ge=1, le=250_000)
     #: Compressed bodies above this go to the blob store instead of the parse message.

@@ -60,6 +60,7 @@ from stepcrawl.table_keys import RUNNING_PK, shard_key, task_key
 __all__ = [
     "BACK",
     "FED",
+    "FED_AT",
     "HANDOVER_EVERY",
     "RECENT",
     "VIEW_TTL",
@@ -86,7 +87,7 @@ _PREV: Final = "fed_prev"
 #: When the shard last sent anything: once that is :data:`RECENT` ago, nothing it sent counts
 #: in flight, even if no feed has released its lease since (a task whose allowance is 0 is
 #: not fed, so its marks would never move and its phantoms would hold its share for good).
-_FED_AT: Final = "fed_at"
+FED_AT: Final = "fed_at"
 
 #: Seconds a container keeps its view of the running tasks.
 VIEW_TTL: Final = 5.0
@@ -254,7 +255,7 @@ def in_flight(services: CrawlServices, run: str, task: str, record: Mapping[str,
 def _recent(item: Mapping[str, Any], now: float) -> int:
     """What the shard sent in the last :data:`RECENT` seconds, or a little more."""
     fed = int(item.get(FED, 0))
-    fed_at = item.get(_FED_AT)
+    fed_at = item.get(FED_AT)
     if fed_at is not None and now - float(fed_at) >= RECENT:
         return 0
     mark_at = item.get(_MARK_AT)
@@ -270,8 +271,8 @@ def fed_changes(item: Mapping[str, Any], sent: int, now: float) -> dict[str, Any
     of the value read with it is exact (and a lost lease writes nothing: nothing counted)."""
     before = int(item.get(FED, 0))
     fed = before + sent
-    changes: dict[str, Any] = {FED: fed, _FED_AT: now} if sent else {}
-    mark_at, fed_at = item.get(_MARK_AT), item.get(_FED_AT)
+    changes: dict[str, Any] = {FED: fed, FED_AT: now} if sent else {}
+    mark_at, fed_at = item.get(_MARK_AT), item.get(FED_AT)
     if fed_at is not None and now - float(fed_at) >= RECENT:
         # Nothing sent before counts any more (:func:`_recent`): only what is sent from now.
         changes.update({_PREV: before, _MARK: before, _MARK_AT: now})

@@ -21,10 +21,10 @@ import random
 import zlib
 from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from stepcrawl.crawl.context import CrawlServices
-from stepcrawl.crawl.fairness import allowance, count_back, fed_changes
+from stepcrawl.crawl.fairness import FED_AT, allowance, count_back, fed_changes
 from stepcrawl.crawl.hosts import HostSlots, HostView
 from stepcrawl.crawl.messages import FetchMessage, UrlRef
 from stepcrawl.crawl.render import send_fetches
@@ -37,6 +37,7 @@ from stepcrawl.storage import MAX_SQS_DELAY, Cond, OutMessage
 from stepcrawl.table_keys import backlog_pk, shard_key
 
 __all__ = [
+    "DUE_UNTIL",
     "REDRIVE_CHUNK",
     "Fed",
     "ShardRef",
@@ -50,6 +51,8 @@ __all__ = [
 
 FEED_ROUNDS = 4
 LEASE_SKEW = 1.0  # seconds of clock difference between Lambdas a shard lease tolerates
+#: Lease-item attribute: when the last URL the shard's last feed sent is due (SQS delivers it).
+DUE_UNTIL: Final = "due_until"
 #: Chunk ids of re-driven URLs start so (``crawl/failures.py``): their record gave back its
 #: ``finished``, so they count as coming back (see :func:`enqueue`).
 REDRIVE_CHUNK = "redrive-"
@@ -158,6 +161,7 @@ def feed(
     politeness: Politeness,
     free: int | None = None,
     queued: bool = False,
+    coalesce: bool = False,
 ) -> int:
     """Move ready URLs of one shard into the fetch queue; the number sent.
 
@@ -166,10 +170,14 @@ def feed(
     (it would find that chunk, or find it sent by another feeder: then the lease is taken
     for nothing). After releasing the lease the backlog is read again, consistently: a
     feeder refused while we held the lease has put its chunk by then, and we send it rather
-    than leave it to the sweep.
+    than leave it to the sweep. ``coalesce`` (a commit's feed): nothing is sent if the shard
+    was fed within ``feed_gap`` seconds by a feed that sent a URL due after the gap, whose
+    commit feeds the shard then (:func:`_fed_recently`).
     """
     if free is None:
         free = services.window() - services.fetch_queue.approximate_depth()
+    if coalesce and _fed_recently(services, run, task, shard):
+        return 0
     where = ShardRef(pipeline, version, run, task, shard)
     total = 0
     for round_ in range(FEED_ROUNDS):
@@ -185,6 +193,29 @@ def feed(
         total += sent
         free -= sent
     return total
+
+
+def _fed_recently(services: CrawlServices, run: str, task: str, shard: int) -> bool:
+    """Whether the shard's last feed, within ``feed_gap`` seconds, sent a URL due after the
+    gap. Every feed writes the shard's lease twice, an item of its host slots (8 write units
+    at 1,250 hosts), and every commit of a task feeds every shard of it with a backlog: ten
+    tasks whose bundles share each parse batch commit ~540 times a second each, so without
+    this the leases bound the run at 3 times their half-limit (docs/performance.md).
+
+    Liveness: the URL due after the gap is in the fetch queue whatever happens next (a feed
+    only adds messages), and its commit comes after the gap, when the shard is fed unless
+    another feed came meanwhile. A stale (eventually consistent) read errs either way
+    safely: an older feed seen means a feed now; an older feed's due URL is still due. A
+    commit whose task has nothing due later feeds as before; the sweep never coalesces."""
+    gap = services.config.feed_gap
+    if gap <= 0:
+        return False
+    lease = services.table.get(shard_key(run, task, shard), consistent=False)
+    if lease is None:
+        return False
+    now = services.clock()
+    fed_at, due = float(lease.get(FED_AT, 0.0)), float(lease.get(DUE_UNTIL, 0.0))
+    return now - fed_at < gap and due > now + gap
 
 
 def _feed_once(
@@ -203,9 +234,9 @@ def _feed_once(
     now = services.clock()
     slots = HostSlots.of(lease.item)
     hosts = HostView.of(lease.item)
-    sent = 0
+    sent = latest = 0
     try:
-        sent = _feed_chunks(services, slots, hosts, free, now, politeness, where)
+        sent, latest = _feed_chunks(services, slots, hosts, free, now, politeness, where)
     finally:
         # Fenced: if we were taken over, nothing is written and the successor's timing stands.
         # ("host_next" is the unpacked map of earlier versions.)
@@ -213,6 +244,8 @@ def _feed_once(
         # lease writes nothing (the re-sent copies are then the ones counted).
         changes, unset = slots.changes(now)
         changes.update(fed_changes(lease.item, sent, now))
+        if sent:  # when the last URL this feed sent is due (what _fed_recently reads)
+            changes[DUE_UNTIL] = now + latest
         lock.release(lease, set=changes, remove=[*hosts.expired(now), *unset, "host_next"])
     return sent
 
@@ -225,7 +258,8 @@ def _feed_chunks(
     now: float,
     politeness: Politeness,
     where: ShardRef,
-) -> int:
+) -> tuple[int, int]:
+    """Send what is due of the shard's first chunks: how many, and the longest delay."""
     chunks = services.table.query(
         backlog_pk(where.run, where.task, where.shard), limit=25, consistent=True
     )
@@ -263,7 +297,7 @@ def _feed_chunks(
     pipeline, task = where.pipeline, where.task
     services.metric(METRIC_URLS_FED, len(out), pipeline=pipeline, task=task)
     services.metric(METRIC_BACKLOG_CHUNKS_DRAINED, len(done_chunks), pipeline=pipeline, task=task)
-    return len(out)
+    return len(out), max((m.delay_seconds for m in out), default=0)
 
 
 def _unchanged(chunk: dict[str, Any]) -> Cond:
@@ -343,11 +377,13 @@ def feed_task(
     politeness: Politeness,
     priority: int | None = None,
     queued: Collection[int] = frozenset(),
+    coalesce: bool = False,
 ) -> Fed:
     """Feed every shard of a task that has a backlog, sharing one measure of the window and
     the task's allowance (:func:`stepcrawl.crawl.fairness.allowance`: its share of the
     window minus its URLs in flight). ``priority`` is the task's (looked up if not given);
-    ``queued``, the shards the caller has just put chunks in (:func:`enqueue`'s answer).
+    ``queued``, the shards the caller has just put chunks in (:func:`enqueue`'s answer);
+    ``coalesce``, see :func:`feed` (a commit's, not the sweep's).
 
     Called after every commit and by the periodic sweeper: a shard whose feeding was
     refused (window full, share used, lease held, a stale read) is fed by the next sweep.
@@ -378,6 +414,7 @@ def feed_task(
             politeness=politeness,
             free=left,
             queued=shard in queued,
+            coalesce=coalesce,
         )
         total += sent
         left -= sent
