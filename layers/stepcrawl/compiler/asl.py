@@ -10,7 +10,7 @@ Shape of every compiled machine::
 
 A successful run enters the lock's put, Run, its tasks and the lock's delete, nothing else:
 Step Functions bills each state entered, so the input and output are shaped inside those
-states (Run's ``Parameters`` and ``ResultSelector`` read the context object) rather than in
+states (Run's ``InputPath`` and ``ResultSelector`` read the context object) rather than in
 Pass states of their own. Whatever the run's input was (an object, a string), tasks see one
 shape, and the run's output is ``{pipeline, run_id, status}``.
 
@@ -135,12 +135,10 @@ class _Compiler:
         states[RUN_STATE] = {
             "Type": "Parallel",
             "Comment": "The task DAG; any task failure lands in the Catch below.",
-            "Parameters": {
-                "pipeline": p.name,
-                "pipeline_version": self.version,
-                "run_id.$": run_id,
-                "input.$": "$$.Execution.Input",
-            },
+            # The branches' input: the execution's context (its id, name, input...), an object
+            # whatever the run's input was, so a task's Catch can add its failure to it.
+            # (Parallel's Parameters would do too, but cfn-lint's schema refuses them.)
+            "InputPath": "$$.Execution",
             "Branches": [self.branch(self.plan.root)],
             "ResultSelector": {"pipeline": p.name, "run_id.$": run_id, "status": "SUCCEEDED"},
             "ResultPath": "$",

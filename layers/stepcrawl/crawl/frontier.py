@@ -206,7 +206,9 @@ def _fed_recently(services: CrawlServices, run: str, task: str, shard: int) -> b
     only adds messages), and its commit comes after the gap, when the shard is fed unless
     another feed came meanwhile. A stale (eventually consistent) read errs either way
     safely: an older feed seen means a feed now; an older feed's due URL is still due. A
-    commit whose task has nothing due later feeds as before; the sweep never coalesces."""
+    commit whose task has nothing due later feeds as before; the sweep never coalesces, so
+    if that URL ends without a commit (the fetch stage drops a URL already recorded, or one
+    of a stopped run), the shard waits for the next sweep at most."""
     gap = services.config.feed_gap
     if gap <= 0:
         return False
